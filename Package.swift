@@ -1,0 +1,67 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "RunLoopKit",
+    products: [
+        .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
+        .library(name: "RunLoopKitSystemd", targets: ["RunLoopKitSystemd"]),
+        .executable(name: "example-daemon", targets: ["ExampleDaemon"]),
+        .executable(name: "Benchmarks", targets: ["Benchmarks"]),
+    ],
+    dependencies: [
+        // Benchmarks only: SwiftNIO is one of the peers we measure against.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+    ],
+    targets: [
+        // The few things Swift cannot express: CMSG_* macros, futex and epoll_pwait2 entry points.
+        .target(name: "CRunLoopKit"),
+        .target(
+            name: "RunLoopKit",
+            dependencies: ["CRunLoopKit"]
+        ),
+
+        // libsystemd, found through pkg-config; Debian/Ubuntu provider: libsystemd-dev.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .target(
+            name: "RunLoopKitSystemd",
+            dependencies: ["RunLoopKit", "CSystemd"]
+        ),
+        .executableTarget(
+            name: "ExampleDaemon",
+            dependencies: ["RunLoopKit", "RunLoopKitSystemd"],
+            path: "Examples/ExampleDaemon"
+        ),
+
+        // Benchmarks: C peers (eventfd, ring + eventfd, socketpair, sd-event) and the Swift harness.
+        .target(
+            name: "CBenchmarkPeers",
+            dependencies: ["CSystemd"],
+            path: "Benchmarks/CBenchmarkPeers"
+        ),
+        .executableTarget(
+            name: "Benchmarks",
+            dependencies: [
+                "RunLoopKit",
+                "CBenchmarkPeers",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Benchmarks/Benchmarks"
+        ),
+
+        .testTarget(
+            name: "RunLoopKitTests",
+            dependencies: ["RunLoopKit"]
+        ),
+        .testTarget(
+            name: "RunLoopKitSystemdTests",
+            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,23 @@
+#ifndef CRUNLOOPKIT_H
+#define CRUNLOOPKIT_H
+
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/types.h>
+
+/// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.
+/// Falls back to epoll_wait (timeout rounded up to whole milliseconds) on kernels before 5.11.
+int crlk_epoll_wait_ns(int epfd, struct epoll_event *events, int maxevents, int64_t timeout_ns);
+
+/// Names the calling thread (pthread_setname_np, which glibc declares only under _GNU_SOURCE).
+int crlk_set_current_thread_name(const char *name);
+
+/// The kernel thread id of the calling thread (gettid(2)).
+pid_t crlk_gettid(void);
+
+/// Accessors for `struct epoll_event`, which is packed on x86_64 and awkward to touch from Swift.
+static inline uint32_t crlk_epoll_event_events(const struct epoll_event *e) { return e->events; }
+static inline uint64_t crlk_epoll_event_data(const struct epoll_event *e) { return e->data.u64; }
+
+#endif

@@ -1,0 +1,81 @@
+/// A Source1 over any file descriptor: the loop calls the handler on its thread when the
+/// descriptor is readable and/or writable (level-triggered, like poll(2)). It belongs to one
+/// loop at most and never closes the descriptor.
+///
+/// Error and hang-up conditions are reported as both readable and writable, so the handler's
+/// next read or write sees the error.
+public final class FileDescriptorSource: Sendable, RunLoopItem, CustomStringConvertible {
+    /// The readiness a source waits for and reports.
+    public struct Events: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// Data (or end of file, or an error) can be read without blocking.
+        public static let readable = Events(rawValue: 1 << 0)
+        /// Data can be written without blocking.
+        public static let writable = Events(rawValue: 1 << 1)
+    }
+
+    /// The watched descriptor (owned by the caller).
+    public let fileDescriptor: Int32
+    let events: Events
+    let order: Int
+    let token = Source1Token.next()
+    private let handler: @Sendable (FileDescriptorSource, Events) -> Void
+    private let membership = LoopMembership()
+
+    /// Watches `fileDescriptor` for `events`. Sources of one mode ready in the same pass are
+    /// handled in readiness order. Any thread; no system call until added to a loop.
+    public init(fileDescriptor: Int32, events: Events, order: Int = 0,
+                handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
+        precondition(fileDescriptor >= 0, "FileDescriptorSource needs an open descriptor (got \(fileDescriptor))")
+        precondition(!events.isEmpty, "FileDescriptorSource needs .readable and/or .writable events")
+        self.fileDescriptor = fileDescriptor
+        self.events = events
+        self.order = order
+        self.handler = handler
+    }
+
+    /// Removes the source from its loop; the descriptor stays open (close it afterwards, not
+    /// before). Idempotent. Any thread; one epoll_ctl per mode.
+    public func invalidate() {
+        let (wasValid, loop) = membership.invalidate()
+        if wasValid, let loop { loop.removeEverywhere(self) }
+    }
+
+    /// False once invalidated. Any thread; one atomic load.
+    public var isValid: Bool { membership.isValid }
+
+    public var description: String {
+        "FileDescriptorSource(fd: \(fileDescriptor), events: \(events.debugSummary), order: \(order), valid: \(isValid))"
+    }
+
+    // MARK: - Loop side
+
+    var interest: Epoll.Interest {
+        var interest: Epoll.Interest = []
+        if events.contains(.readable) { interest.insert(.readable) }
+        if events.contains(.writable) { interest.insert(.writable) }
+        return interest
+    }
+
+    var sortOrder: Int? { order }
+    var source1: Source1? { .fileDescriptor(self) }
+
+    /// Calls the handler with the subset of `ready` the source asked for; false if nothing ran.
+    func handle(_ ready: Events) -> Bool {
+        let relevant = ready.intersection(events)
+        guard isValid, !relevant.isEmpty else { return false }
+        handler(self, relevant)
+        return true
+    }
+
+    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "FileDescriptorSource") }
+    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
+}
+
+extension FileDescriptorSource.Events {
+    var debugSummary: String {
+        [contains(.readable) ? "readable" : nil, contains(.writable) ? "writable" : nil]
+            .compactMap { $0 }.joined(separator: "|")
+    }
+}

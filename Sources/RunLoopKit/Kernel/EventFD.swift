@@ -1,0 +1,36 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CRunLoopKit
+
+/// A non-blocking, close-on-exec eventfd used as a doorbell.
+///
+/// Doorbells are registered edge-triggered and are never read: each `ring()` makes a new
+/// edge, which is all a sleeping epoll needs, and the counter (at most one increment per
+/// burst, see callers) cannot reach its 2^64-2 limit in the lifetime of a process.
+/// That saves the read(2) a level-triggered doorbell would cost on every wake-up.
+struct EventFD: Sendable {
+    let descriptor: FileDescriptor
+
+    /// Creates the eventfd. Throws the errno (EMFILE, ENFILE, ENOMEM) on failure.
+    init() throws(Errno) {
+        let fd = try syscallRetryingEINTR { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+        descriptor = FileDescriptor(rawValue: fd)
+    }
+
+    /// Adds one to the counter, waking every epoll that watches it.
+    /// EAGAIN (counter saturated) already means "rung", so it is not an error.
+    func ring() {
+        var one: UInt64 = 1
+        _ = try? syscallRetryingEINTR { write(descriptor.rawValue, &one, 8) }
+    }
+
+    /// Reads and resets the counter; returns 0 when it was not rung.
+    func drain() -> UInt64 {
+        var value: UInt64 = 0
+        let n = (try? syscallRetryingEINTR { read(descriptor.rawValue, &value, 8) }) ?? 0
+        return n == 8 ? value : 0
+    }
+
+    func close() { descriptor.close() }
+}

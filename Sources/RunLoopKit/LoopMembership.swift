@@ -1,0 +1,45 @@
+import Synchronization
+
+/// Validity and the one loop of an item that may be scheduled on one loop at most (timers,
+/// observers, ports, fd sources), shared by those item kinds.
+final class LoopMembership: Sendable {
+    private struct State {
+        var loop: ThreadRunLoop?
+        var valid = true
+    }
+    private let state = Mutex(State())
+    private let validFlag = Atomic<Bool>(true)
+
+    var isValid: Bool { validFlag.load(ordering: .acquiring) }
+    var loop: ThreadRunLoop? { state.withLock { $0.loop } }
+
+    /// Claims `loop`; false when invalid. `kind` names the item in the precondition message.
+    func attach(to loop: ThreadRunLoop, kind: String) -> Bool {
+        state.withLock { state in
+            guard state.valid else { return false }
+            if let current = state.loop, current !== loop {
+                preconditionFailure("""
+                    \(kind) is already scheduled on the run loop of \(current.owner); adding it to a \
+                    second run loop (of \(loop.owner)) is a mistake: a \(kind) belongs to one loop at most. \
+                    Remove it from the first loop (or invalidate it and make a new one) before moving it.
+                    """)
+            }
+            state.loop = loop
+            return true
+        }
+    }
+
+    func detach(from loop: ThreadRunLoop) {
+        state.withLock { if $0.loop === loop { $0.loop = nil } }
+    }
+
+    /// Marks the item invalid; returns the loop to remove it from the first time, nil after.
+    func invalidate() -> (wasValid: Bool, loop: ThreadRunLoop?) {
+        state.withLock { state in
+            guard state.valid else { return (false, nil) }
+            state.valid = false
+            validFlag.store(false, ordering: .releasing)
+            return (true, state.loop)
+        }
+    }
+}

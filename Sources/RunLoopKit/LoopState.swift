@@ -1,0 +1,79 @@
+/// One mode of one loop: its items and the epoll set the loop sleeps on while running it.
+///
+/// Each mode has its own epoll set holding the loop's wake-up doorbell and the mode's port
+/// doorbells and fd sources, so readiness of an item of mode A cannot wake a loop sleeping
+/// in mode B (DESIGN §3.10). Mutated only under the loop's state lock; `epoll` itself is
+/// thread-safe and is used by the loop thread outside the lock.
+final class ModeState {
+    let mode: ThreadRunLoop.Mode
+    let epoll: Epoll
+    var items = ItemSet()
+    private(set) var source1ByToken: [UInt64: Source1] = [:]
+
+    init(mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) {
+        self.mode = mode
+        do {
+            epoll = try Epoll()
+            try epoll.add(wakeDoorbell.descriptor, interest: [.readable, .edgeTriggered], token: ThreadRunLoop.wakeToken)
+        } catch {
+            preconditionFailure("RunLoopKit: cannot create the epoll set for run-loop mode \(mode): \(error)")
+        }
+    }
+
+    /// Inserts `item`; registers its kernel readiness when it is a Source1. False if already present.
+    func insert<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
+        guard items.insert(item, kind) else { return false }
+        if let source1 = item.source1 {
+            source1ByToken[source1.token] = source1
+            do {
+                try epoll.add(source1.descriptor, interest: source1.interest, token: source1.token)
+            } catch {
+                preconditionFailure("RunLoopKit: cannot watch \(source1.descriptor) in mode \(mode) (\(error)); was it closed before being added?")
+            }
+        }
+        return true
+    }
+
+    func remove<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
+        guard items.remove(item, kind) else { return false }
+        if let source1 = item.source1 {
+            source1ByToken[source1.token] = nil
+            epoll.remove(source1.descriptor)
+        }
+        return true
+    }
+}
+
+/// A block queued by `perform(inModes:)`.
+struct PendingBlock {
+    let modes: [ThreadRunLoop.Mode]
+    let block: @Sendable () -> Void
+}
+
+/// Everything about a loop that other threads may change, guarded by the loop's state lock.
+struct LoopState {
+    var modes: [ThreadRunLoop.Mode: ModeState] = [:]
+    var commonModes: Set<ThreadRunLoop.Mode> = [.default]
+    var commonItems = ItemSet()
+    var blocks: [PendingBlock] = []
+    /// The modes of the running invocations, innermost last.
+    var modeStack: [ThreadRunLoop.Mode] = []
+
+    func blockMatches(_ block: PendingBlock, _ mode: ThreadRunLoop.Mode) -> Bool {
+        block.modes.contains(mode) || (block.modes.contains(.common) && commonModes.contains(mode))
+    }
+
+    func hasBlocks(for mode: ThreadRunLoop.Mode) -> Bool {
+        blocks.contains { blockMatches($0, mode) }
+    }
+
+    /// Whether a run of `mode` has anything to service (DESIGN §3.1).
+    func modeIsAlive(_ mode: ThreadRunLoop.Mode) -> Bool {
+        (modes[mode]?.items.keepsModeAlive ?? false) || hasBlocks(for: mode)
+    }
+
+    /// Whether `item` is still in any mode (or the common set) of this loop.
+    func contains(_ item: AnyObject) -> Bool {
+        commonItems.contains(item) || modes.values.contains { $0.items.contains(item) }
+    }
+}

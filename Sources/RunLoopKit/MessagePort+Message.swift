@@ -1,0 +1,54 @@
+import FoundationEssentials
+
+extension MessagePort {
+    /// A message: a 32-bit id plus components (Data or ports) and an optional reply port,
+    /// as a Mach message or an NSPortMessage carries. A value type; copying it copies
+    /// references to the components, never their bytes.
+    public struct Message: Sendable, CustomStringConvertible {
+        /// One component of a message.
+        public enum Component: Sendable {
+            case data(Data)
+            case port(MessagePort)
+        }
+
+        /// The message id the sender chose.
+        public var msgid: UInt32
+        /// The components, in the order sent.
+        public var components: [Component]
+        /// The sender's `from:` port: where a reply should go.
+        public var replyPort: MessagePort?
+
+        /// A message with `msgid`, `components` and an optional reply port. Any thread.
+        public init(msgid: UInt32, components: [Component] = [], replyPort: MessagePort? = nil) {
+            self.msgid = msgid
+            self.components = components
+            self.replyPort = replyPort
+        }
+
+        /// The Data component at `index`, or nil when there is none or it is a port.
+        public func data(at index: Int) -> Data? {
+            guard components.indices.contains(index), case .data(let data) = components[index] else { return nil }
+            return data
+        }
+
+        /// The port component at `index`, or nil when there is none or it is Data.
+        public func port(at index: Int) -> MessagePort? {
+            guard components.indices.contains(index), case .port(let port) = components[index] else { return nil }
+            return port
+        }
+
+        /// The first Data component, the common single-payload case.
+        public var data: Data? { components.lazy.compactMap { if case .data(let d) = $0 { d } else { nil } }.first }
+
+        public var description: String {
+            let parts = components.map { component -> String in
+                switch component {
+                case .data(let data): "data(\(data.count) bytes)"
+                case .port(let port): "port(\(port))"
+                }
+            }
+            let reply = replyPort.map { ", reply: \($0)" } ?? ""
+            return "Message(msgid: \(msgid), components: [\(parts.joined(separator: ", "))]\(reply))"
+        }
+    }
+}

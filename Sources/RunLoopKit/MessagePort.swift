@@ -1,0 +1,255 @@
+import Synchronization
+import FoundationEssentials
+
+/// A Source1-like port: senders on any thread queue messages (a msgid plus Data and port
+/// components) to it, and the one run loop that receives it delivers them, in order per
+/// sender, to its delegate or handler on the loop's thread.
+///
+/// The queue is bounded by `queueLimit`. `send` never blocks while the queue has room; when it
+/// is full the sender sleeps in the kernel until the receiver makes room, the deadline passes
+/// (`.timedOut`) or the port is invalidated (`.invalidPort`). The receiving loop is woken through
+/// the port's eventfd doorbell, rung once per burst (only when the queue goes from "drained" to
+/// "has messages"), and drains a bounded batch per pass. With no delegate and no handler,
+/// messages stay queued until one is set.
+public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, CustomStringConvertible {
+    /// Receives the port's messages on the receiving loop's thread. Held weakly.
+    public protocol Delegate: AnyObject, Sendable {
+        func handlePortMessage(_ message: MessagePort.Message)
+    }
+
+    /// Mutable state, touched only with `lock` held (see `ConditionLock`).
+    private final class State {
+        var queue = RingBuffer<Message>()
+        /// The receiver's batch buffer, swapped with `queue` so a drain moves no messages.
+        var spare: RingBuffer<Message>? = RingBuffer<Message>()
+        /// The doorbell was rung and the receiver has not drained the queue since.
+        var doorbellRung = false
+        var waitingSenders = 0
+        var handler: (@Sendable (Message) -> Void)?
+        weak var delegate: (any Delegate)?
+        var invalidationHandler: (@Sendable (MessagePort) -> Void)?
+        var discarded = 0
+
+        var hasReceiver: Bool { handler != nil || delegate != nil }
+
+        /// The handler, else the delegate (strongly held for the batch being delivered).
+        var receiver: Receiver? {
+            if let handler { return .handler(handler) }
+            return delegate.map(Receiver.delegate)
+        }
+    }
+
+    private enum Receiver {
+        case handler(@Sendable (Message) -> Void)
+        case delegate(any Delegate)
+
+        func deliver(_ message: Message) {
+            switch self {
+            case .handler(let handler): handler(message)
+            case .delegate(let delegate): delegate.handlePortMessage(message)
+            }
+        }
+    }
+
+    /// The most messages the queue holds before `send` blocks.
+    public let queueLimit: Int
+    let doorbell: EventFD
+    let token = Source1Token.next()
+    private let lock = ConditionLock()
+    private let state = State()
+    /// Messages are queued and a receiver is set: the loop may deliver without asking the kernel.
+    private let deliverable = Atomic<Bool>(false)
+    private let membership = LoopMembership()
+
+    /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; one eventfd.
+    /// Throws `.resourceExhausted` when the process or system is out of descriptors.
+    public init(queueLimit: Int = 1024) throws(PortError) {
+        precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
+        self.queueLimit = queueLimit
+        do {
+            doorbell = try EventFD()
+        } catch {
+            throw .resourceExhausted(errno: error.rawValue)
+        }
+    }
+
+    deinit {
+        doorbell.close()
+    }
+
+    // MARK: - Receiving side
+
+    /// The object that receives messages, held weakly; a handler set with `setHandler` takes
+    /// precedence. Setting one delivers the messages that waited for it. Any thread; a lock.
+    public var delegate: (any Delegate)? {
+        get { lock.withLock { state.delegate } }
+        set { setReceiver { $0.delegate = newValue } }
+    }
+
+    /// Sets (or clears, with nil) a closure that receives messages on the receiving loop's
+    /// thread, as an alternative to a delegate. Any thread; a lock.
+    public func setHandler(_ handler: (@Sendable (Message) -> Void)?) {
+        setReceiver { $0.handler = handler }
+    }
+
+    /// Sets a closure called once when the port becomes invalid (the equivalent of a Mach
+    /// dead-name notification or NSPortDidBecomeInvalidNotification), with the count of
+    /// discarded messages readable from `discardedCount`. It runs on the thread that invalidates
+    /// the port, or at once on the calling thread if the port is already invalid. Any thread.
+    public func setInvalidationHandler(_ handler: (@Sendable (MessagePort) -> Void)?) {
+        let runNow: Bool = lock.withLock {
+            guard membership.isValid else { return true }
+            state.invalidationHandler = handler
+            return false
+        }
+        if runNow { handler?(self) }
+    }
+
+    private func setReceiver(_ change: (State) -> Void) {
+        let ring: Bool = lock.withLock {
+            change(state)
+            let deliverNow = state.hasReceiver && !state.queue.isEmpty
+            deliverable.store(deliverNow, ordering: .releasing)
+            if deliverNow { state.doorbellRung = true }
+            return deliverNow
+        }
+        if ring { doorbell.ring() }
+    }
+
+    // MARK: - Sending side
+
+    /// Queues a message; blocks only while the queue is full, until `deadline` (`.timedOut`).
+    /// Throws `.invalidPort` if the port is (or becomes, while blocked) invalid. Any thread; a
+    /// lock and, once per burst, one eventfd write.
+    public func send(msgid: UInt32, components: [Message.Component] = [],
+                     from replyPort: MessagePort? = nil,
+                     before deadline: ContinuousClock.Instant) throws(PortError) {
+        try enqueue(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: deadline)
+    }
+
+    /// Queues a message, waiting at most `timeout` while the queue is full. Any thread.
+    public func send(msgid: UInt32, components: [Message.Component] = [],
+                     from replyPort: MessagePort? = nil,
+                     timeout: Duration) throws(PortError) {
+        try enqueue(Message(msgid: msgid, components: components, replyPort: replyPort),
+                    deadline: ThreadRunLoop.deadline(after: timeout))
+    }
+
+    private func enqueue(_ message: Message, deadline: ContinuousClock.Instant?) throws(PortError) {
+        lock.lock()
+        while true {
+            guard membership.isValid else {
+                lock.unlock()
+                throw .invalidPort
+            }
+            if state.queue.count < queueLimit { break }
+            state.waitingSenders += 1
+            let inTime = lock.wait(until: deadline)
+            state.waitingSenders -= 1
+            if !inTime && state.queue.count >= queueLimit && membership.isValid {
+                lock.unlock()
+                throw .timedOut
+            }
+        }
+        state.queue.append(message)
+        var ring = false
+        if state.hasReceiver {
+            deliverable.store(true, ordering: .releasing)
+            if !state.doorbellRung {
+                state.doorbellRung = true
+                ring = true
+            }
+        }
+        lock.unlock()
+        if ring { doorbell.ring() }
+    }
+
+    // MARK: - State
+
+    /// Removes the port from its loop, fails blocked and future senders with `.invalidPort`,
+    /// discards queued messages (counted in `discardedCount`) and runs the invalidation
+    /// handler on the calling thread. Idempotent. Any thread.
+    public func invalidate() {
+        let (wasValid, loop) = membership.invalidate()
+        guard wasValid else { return }
+        let handler: (@Sendable (MessagePort) -> Void)? = lock.withLock {
+            state.discarded += state.queue.count
+            state.queue.removeAll()
+            deliverable.store(false, ordering: .releasing)
+            lock.broadcast()
+            defer { state.invalidationHandler = nil }
+            return state.invalidationHandler
+        }
+        loop?.removeEverywhere(self)
+        handler?(self)
+    }
+
+    /// False once invalidated. Any thread; one atomic load.
+    public var isValid: Bool { membership.isValid }
+
+    /// Messages queued and not yet taken for delivery. Any thread; a lock.
+    public var queuedCount: Int { lock.withLock { state.queue.count } }
+
+    /// Messages discarded because the port was invalidated while they were queued (or while a
+    /// batch taken for delivery was still being delivered). Any thread; a lock.
+    public var discardedCount: Int { lock.withLock { state.discarded } }
+
+    public static func == (lhs: MessagePort, rhs: MessagePort) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    public var description: String {
+        let (queued, receiving) = lock.withLock { (state.queue.count, state.hasReceiver) }
+        return "MessagePort(#\(token), queued: \(queued)/\(queueLimit), receiver: \(receiving ? "set" : "none"), \(isValid ? "valid" : "invalid"))"
+    }
+
+    // MARK: - Loop side
+
+    var source1: Source1? { .port(self) }
+    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "MessagePort") }
+    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
+
+    /// Whether a receiver is set and messages are queued. Lock-free: the loop checks it every pass.
+    var hasDeliverableMessages: Bool { deliverable.load(ordering: .acquiring) }
+
+    /// Delivers up to `limit` messages, in order, on the calling (receiving loop's) thread.
+    /// Returns how many were delivered.
+    func deliver(upTo limit: Int) -> Int {
+        lock.lock()
+        let receiver = state.receiver
+        guard membership.isValid, let receiver, !state.queue.isEmpty, let spare = state.spare else {
+            // No receiver (a delegate may have gone away): park until one is set.
+            deliverable.store(false, ordering: .releasing)
+            state.doorbellRung = false
+            lock.unlock()
+            return 0
+        }
+        let batch: RingBuffer<Message>
+        if state.queue.count <= limit {
+            batch = state.queue
+            state.queue = spare
+        } else {
+            batch = spare
+            for _ in 0..<limit { batch.append(state.queue.popFirst()!) }
+        }
+        state.spare = nil
+        if state.queue.isEmpty {
+            deliverable.store(false, ordering: .releasing)
+            state.doorbellRung = false
+        }
+        if state.waitingSenders > 0 { lock.broadcast() }
+        lock.unlock()
+
+        var delivered = 0
+        while let message = batch.popFirst() {
+            guard membership.isValid else { break }
+            receiver.deliver(message)
+            delivered += 1
+        }
+        lock.withLock {
+            state.discarded += batch.count
+            batch.removeAll()
+            state.spare = batch
+        }
+        return delivered
+    }
+}

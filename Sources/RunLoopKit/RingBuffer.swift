@@ -1,0 +1,66 @@
+/// A growable FIFO ring of `Element`s with amortised O(1) push and pop and no allocation in
+/// the steady state (capacity only grows, in powers of two). Not thread-safe: its owner
+/// guards it with a lock.
+final class RingBuffer<Element> {
+    private var storage: UnsafeMutablePointer<Element>
+    private var capacity: Int
+    private var head = 0
+    private(set) var count = 0
+
+    init(initialCapacity: Int = 16) {
+        capacity = max(1, initialCapacity).nextPowerOfTwo
+        storage = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        removeAll()
+        storage.deallocate()
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    func append(_ element: Element) {
+        if count == capacity { grow() }
+        (storage + ((head + count) & (capacity - 1))).initialize(to: element)
+        count += 1
+    }
+
+    func popFirst() -> Element? {
+        guard count > 0 else { return nil }
+        let element = (storage + head).move()
+        head = (head + 1) & (capacity - 1)
+        count -= 1
+        return element
+    }
+
+    /// Puts `element` back at the front (for a batch that must be returned undelivered).
+    func prepend(_ element: Element) {
+        if count == capacity { grow() }
+        head = (head - 1) & (capacity - 1)
+        (storage + head).initialize(to: element)
+        count += 1
+    }
+
+    func removeAll() {
+        while popFirst() != nil {}
+        head = 0
+    }
+
+    private func grow() {
+        let newCapacity = capacity * 2
+        let newStorage = UnsafeMutablePointer<Element>.allocate(capacity: newCapacity)
+        for i in 0..<count {
+            (newStorage + i).moveInitialize(from: storage + ((head + i) & (capacity - 1)), count: 1)
+        }
+        storage.deallocate()
+        storage = newStorage
+        capacity = newCapacity
+        head = 0
+    }
+}
+
+extension Int {
+    fileprivate var nextPowerOfTwo: Int {
+        self <= 1 ? 1 : 1 << (Int.bitWidth - (self - 1).leadingZeroBitCount)
+    }
+}

@@ -1,0 +1,104 @@
+/// What the run loop needs from every item it can hold (sources, timers, observers, ports,
+/// fd sources). Each item kind is its own public class; this protocol lets the loop's
+/// bookkeeping (modes, common modes, removal, invalidation) be written once.
+protocol RunLoopItem: AnyObject, Sendable {
+    var isValid: Bool { get }
+    /// Items serviced in ascending order (Source0s, observers, fd sources) return their order;
+    /// the others nil (insertion order).
+    var sortOrder: Int? { get }
+    /// Claims the item for `loop`. Returns false when the item is invalid (adding it is then a
+    /// no-op). Items that belong to one loop at most fail a precondition for a second loop.
+    func attach(to loop: ThreadRunLoop) -> Bool
+    /// The item is no longer in any mode of `loop`.
+    func detach(from loop: ThreadRunLoop)
+    /// Port and fd sources: the kernel readiness this item contributes to a mode's epoll.
+    var source1: Source1? { get }
+    /// Called outside the loop's lock, after the item entered `mode` (Source0's schedule callout).
+    func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode)
+    /// Called outside the loop's lock, after the item left `mode` (Source0's cancel callout).
+    func didCancel(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode)
+}
+
+extension RunLoopItem {
+    var sortOrder: Int? { nil }
+    var source1: Source1? { nil }
+    func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {}
+    func didCancel(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {}
+}
+
+/// A Source1: something whose readiness the kernel reports through a mode's epoll set.
+enum Source1: Sendable {
+    case port(MessagePort)
+    case fileDescriptor(FileDescriptorSource)
+
+    var token: UInt64 {
+        switch self {
+        case .port(let port): port.token
+        case .fileDescriptor(let source): source.token
+        }
+    }
+
+    var descriptor: FileDescriptor {
+        switch self {
+        case .port(let port): port.doorbell.descriptor
+        case .fileDescriptor(let source): FileDescriptor(rawValue: source.fileDescriptor)
+        }
+    }
+
+    var interest: Epoll.Interest {
+        switch self {
+        case .port: [.readable, .edgeTriggered]
+        case .fileDescriptor(let source): source.interest
+        }
+    }
+}
+
+/// Process-wide unique epoll tokens for Source1s (0 is the loop's own wake-up doorbell).
+enum Source1Token {
+    private static let counter = TokenCounter()
+    static func next() -> UInt64 { counter.next() }
+}
+
+import Synchronization
+
+private final class TokenCounter: Sendable {
+    private let value = Atomic<UInt64>(0)
+    func next() -> UInt64 { value.add(1, ordering: .relaxed).newValue }
+}
+
+/// The items of one mode (or of the common pseudo-mode), each kind in the order the loop
+/// services it: Source0s and observers sorted by `order` (stable), the rest in insertion order.
+struct ItemSet {
+    var sources: [RunLoopSource] = []
+    var timers: [RunLoopTimer] = []
+    var observers: [RunLoopObserver] = []
+    var ports: [MessagePort] = []
+    var fileDescriptorSources: [FileDescriptorSource] = []
+
+    /// Whether a run in this mode has something to wait for (observers do not count).
+    var keepsModeAlive: Bool {
+        !sources.isEmpty || !timers.isEmpty || !ports.isEmpty || !fileDescriptorSources.isEmpty
+    }
+
+    mutating func insert<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
+        guard !self[keyPath: kind].contains(where: { $0 === item }) else { return false }
+        if let order = item.sortOrder {
+            let index = self[keyPath: kind].firstIndex { ($0.sortOrder ?? 0) > order } ?? self[keyPath: kind].endIndex
+            self[keyPath: kind].insert(item, at: index)
+        } else {
+            self[keyPath: kind].append(item)
+        }
+        return true
+    }
+
+    mutating func remove<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
+        guard let index = self[keyPath: kind].firstIndex(where: { $0 === item }) else { return false }
+        self[keyPath: kind].remove(at: index)
+        return true
+    }
+
+    func contains(_ item: AnyObject) -> Bool {
+        sources.contains { $0 === item } || timers.contains { $0 === item } || observers.contains { $0 === item }
+            || ports.contains { $0 === item } || fileDescriptorSources.contains { $0 === item }
+    }
+}

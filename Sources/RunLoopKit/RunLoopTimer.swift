@@ -1,0 +1,135 @@
+import Synchronization
+
+/// A timer that fires on the loop's thread. One-shot when `interval` is zero (invalid once it
+/// has fired), repeating otherwise: a repeating timer that missed fire dates fires once and
+/// moves to the next date on its original grid after now, never a burst of catch-up fires.
+///
+/// `tolerance` lets the loop fire the timer up to that much late so that it can share one
+/// wake-up with other timers. A timer belongs to one loop at most (in any number of its modes).
+public final class RunLoopTimer: Sendable, RunLoopItem, CustomStringConvertible {
+    private struct State {
+        var fireDate: ContinuousClock.Instant
+        var tolerance: Duration
+        var firing = false
+        /// Bumped by every `fireDate` write, so a handler that reschedules its own timer wins
+        /// over the automatic grid advance.
+        var generation: UInt64 = 0
+    }
+
+    /// The time between fires of a repeating timer; zero for a one-shot timer.
+    public let interval: Duration
+    private let handler: @Sendable (RunLoopTimer) -> Void
+    private let state: Mutex<State>
+    private let membership = LoopMembership()
+
+    /// A timer first firing at `fireAt`, then every `interval` (zero: once). Any thread.
+    public init(fireAt: ContinuousClock.Instant, interval: Duration = .zero,
+                tolerance: Duration = .zero,
+                handler: @escaping @Sendable (RunLoopTimer) -> Void) {
+        precondition(interval >= .zero, "RunLoopTimer interval must not be negative (got \(interval))")
+        self.interval = interval
+        self.handler = handler
+        state = Mutex(State(fireDate: fireAt, tolerance: max(tolerance, .zero)))
+    }
+
+    /// A timer first firing `interval` from now; repeating every `interval` when `repeats`. Any thread.
+    public convenience init(interval: Duration, repeats: Bool,
+                            handler: @escaping @Sendable (RunLoopTimer) -> Void) {
+        self.init(fireAt: .now.advanced(by: interval), interval: repeats ? interval : .zero, handler: handler)
+    }
+
+    /// The next time the timer fires. Setting it reschedules the timer; from another thread it
+    /// also wakes the loop so a loop already asleep re-arms its wait. Any thread; a lock.
+    public var fireDate: ContinuousClock.Instant {
+        get { state.withLock { $0.fireDate } }
+        set {
+            state.withLock {
+                $0.fireDate = newValue
+                $0.generation &+= 1
+            }
+            membership.loop?.wakeUp()
+        }
+    }
+
+    /// How late the timer may fire so the loop can coalesce wake-ups. Any thread; a lock.
+    public var tolerance: Duration {
+        get { state.withLock { $0.tolerance } }
+        set {
+            state.withLock { $0.tolerance = max(newValue, .zero) }
+            membership.loop?.wakeUp()
+        }
+    }
+
+    /// Stops the timer for good and removes it from its loop (which then returns `.finished`
+    /// if this was the mode's last item). Idempotent. Any thread.
+    public func invalidate() {
+        let (wasValid, loop) = membership.invalidate()
+        if wasValid, let loop { loop.removeEverywhere(self) }
+    }
+
+    /// False once invalidated (or, for a one-shot timer, once it has fired). Any thread.
+    public var isValid: Bool { membership.isValid }
+
+    public var description: String {
+        let (date, tolerance) = state.withLock { ($0.fireDate, $0.tolerance) }
+        return "RunLoopTimer(fires in: \(ContinuousClock.now.duration(to: date)), interval: \(interval), tolerance: \(tolerance), valid: \(isValid))"
+    }
+
+    // MARK: - Loop side
+
+    /// The latest time the loop may wake for this timer (fire date + tolerance), nil when it
+    /// cannot fire (invalid, or firing further up the stack of a nested run).
+    var wakeDate: ContinuousClock.Instant? {
+        guard isValid else { return nil }
+        return state.withLock { $0.firing ? nil : $0.fireDate.advanced(by: $0.tolerance) }
+    }
+
+    func isDue(at now: ContinuousClock.Instant) -> Bool {
+        isValid && state.withLock { !$0.firing && $0.fireDate <= now }
+    }
+
+    /// Runs the handler, then invalidates a one-shot timer or advances a repeating one on its grid.
+    func fire(now: ContinuousClock.Instant) {
+        let claimed: (ContinuousClock.Instant, UInt64)? = state.withLock { state in
+            guard !state.firing, state.fireDate <= now else { return nil }
+            state.firing = true
+            return (state.fireDate, state.generation)
+        }
+        guard let (firedDate, generation) = claimed, isValid else {
+            if claimed != nil { state.withLock { $0.firing = false } }
+            return
+        }
+        handler(self)
+        let oneShot = interval == .zero
+        state.withLock { state in
+            state.firing = false
+            guard !oneShot, state.generation == generation else { return }
+            state.fireDate = Self.nextGridDate(after: firedDate, interval: interval, now: .now)
+        }
+        if oneShot { invalidate() }
+    }
+
+    /// The first date `start + k·interval` (k ≥ 1) that is after `now`.
+    static func nextGridDate(after start: ContinuousClock.Instant, interval: Duration,
+                             now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        let next = start.advanced(by: interval)
+        guard next <= now else { return next }
+        let behind = next.duration(to: now)
+        let skipped = behind.nanoseconds / interval.nanoseconds + 1
+        return next.advanced(by: interval * skipped)
+    }
+
+    var sortOrder: Int? { nil }
+    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "RunLoopTimer") }
+    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
+}
+
+extension Duration {
+    /// Whole nanoseconds (saturating at Int64 bounds).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (ns, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        return ns.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
+}

@@ -1,0 +1,68 @@
+extension ThreadRunLoop {
+    /// The name of a run-loop mode: the set of sources, timers and observers a run services.
+    ///
+    /// A value type, usable from any thread. Creating one costs a String; comparing two is a
+    /// String comparison.
+    public struct Mode: Hashable, Sendable, RawRepresentable, ExpressibleByStringLiteral, CustomStringConvertible {
+        public let rawValue: String
+
+        /// A mode named `rawValue`.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// A mode named `name`.
+        public init(_ name: String) { self.rawValue = name }
+
+        /// A mode written as a string literal: `let mode: ThreadRunLoop.Mode = "tracking"`.
+        public init(stringLiteral value: String) { self.rawValue = value }
+
+        /// The mode `run()` and `run(until:)` use. It is a common mode from the start.
+        public static let `default` = Mode("kCFRunLoopDefaultMode")
+
+        /// The pseudo-mode naming the set of common modes. Items added to it are in every
+        /// common mode; running it returns `.finished` at once (it is a set, not a mode).
+        public static let common = Mode("kCFRunLoopCommonModes")
+
+        public var description: String { rawValue }
+    }
+
+    /// Why a `run(mode:for:returnAfterSourceHandled:)` invocation returned.
+    public enum RunResult: Sendable, Equatable {
+        /// The mode had no sources, timers or pending blocks (at start, or it became empty).
+        case finished
+        /// `stop()` was called (possibly before the invocation started).
+        case stopped
+        /// The timeout passed.
+        case timedOut
+        /// `returnAfterSourceHandled` was set and a Source0, port message, fd event or
+        /// perform block was handled. Timers never count.
+        case handledSource
+    }
+
+    /// The points in a run-loop pass at which observers are called.
+    public struct Activity: OptionSet, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+        /// Once when a run invocation starts.
+        public static let entry = Activity(rawValue: 1 << 0)
+        /// At the start of each pass, before due timers are considered.
+        public static let beforeTimers = Activity(rawValue: 1 << 1)
+        /// Before perform blocks and signalled Source0s run.
+        public static let beforeSources = Activity(rawValue: 1 << 2)
+        /// Just before the thread sleeps in the kernel.
+        public static let beforeWaiting = Activity(rawValue: 1 << 5)
+        /// Just after the thread wakes, before what woke it is handled.
+        public static let afterWaiting = Activity(rawValue: 1 << 6)
+        /// Once when a run invocation returns.
+        public static let exit = Activity(rawValue: 1 << 7)
+        /// Every activity.
+        public static let allActivities: Activity = [.entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit]
+
+        public var description: String {
+            let names: [(Activity, String)] = [(.entry, "entry"), (.beforeTimers, "beforeTimers"),
+                                               (.beforeSources, "beforeSources"), (.beforeWaiting, "beforeWaiting"),
+                                               (.afterWaiting, "afterWaiting"), (.exit, "exit")]
+            return "[" + names.filter { contains($0.0) }.map(\.1).joined(separator: ", ") + "]"
+        }
+    }
+}

@@ -1,0 +1,398 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A per-thread run loop in the Core Foundation model: modes holding Source0s
+/// (`RunLoopSource`), Source1s (`MessagePort`, `FileDescriptorSource`), timers and
+/// observers, serviced one pass at a time on the loop's own thread and asleep in the kernel
+/// (epoll) in between.
+///
+/// Items may be added and removed, and `stop`, `wakeUp` and `perform` called, from any
+/// thread; every callback runs on the loop's thread. The `run` methods may only be called on
+/// the loop's own thread. See DESIGN.md §3 for the exact iteration.
+public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
+    /// epoll token of the loop's wake-up doorbell in every mode's epoll set.
+    static let wakeToken: UInt64 = 0
+    /// How many port messages and fd events one pass services before it goes round again
+    /// (so timers, Source0s and observers are never starved by a busy Source1).
+    static let source1BatchLimit = 256
+
+    let owner: ThreadID
+    let wakeDoorbell: EventFD
+    let state = Locked(LoopState())
+    /// Set by `wakeUp()` before it rings; cleared by the loop at the start of each pass.
+    /// Deduplicates rings (one write per burst of wake-ups) and tells a real wake-up from
+    /// an edge left over from a pass that had already seen the work.
+    private let wakePending = Atomic<Bool>(false)
+    private let waiting = Atomic<Bool>(false)
+    private let stopRequested = Atomic<Bool>(false)
+    private let pendingBlockCount = Atomic<Int>(0)
+
+    init(owner: ThreadID) {
+        self.owner = owner
+        do {
+            wakeDoorbell = try EventFD()
+        } catch {
+            preconditionFailure("RunLoopKit: cannot create the wake-up eventfd of the run loop of \(owner): \(error)")
+        }
+    }
+
+    deinit {
+        wakeDoorbell.close()
+    }
+
+    // MARK: - Identity and state
+
+    /// The calling thread's run loop, created on first use. One per thread; it lives while the
+    /// thread does. Cost: a thread-local read (creation: one eventfd).
+    public static var current: ThreadRunLoop { CurrentLoop.loop() }
+
+    /// The main thread's run loop (the thread whose tid is the process id), callable from any thread.
+    public static var main: ThreadRunLoop { CurrentLoop.mainLoop }
+
+    /// The innermost mode being run, or nil when the loop is not running. Any thread; takes a lock.
+    public var currentMode: Mode? { state.withLock { $0.modeStack.last } }
+
+    /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an atomic load.
+    public var isWaiting: Bool { waiting.load(ordering: .acquiring) }
+
+    /// The modes `.common` stands for; `.default` is one from the start. Any thread; takes a lock.
+    public var commonModes: Set<Mode> { state.withLock { $0.commonModes } }
+
+    /// Makes `mode` a common mode: every item added to `.common` (before or after) is in it.
+    /// Any thread. Source0 schedule callouts run on the calling thread for the items it gains.
+    public func addCommonMode(_ mode: Mode) {
+        guard mode != .common else { return }
+        let scheduled: [(any RunLoopItem)] = state.withLock { state in
+            guard state.commonModes.insert(mode).inserted else { return [] }
+            let modeState = state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
+            let common = state.commonItems
+            var added: [any RunLoopItem] = []
+            for item in common.sources where modeState.insert(item, \.sources) { added.append(item) }
+            for item in common.timers where modeState.insert(item, \.timers) { added.append(item) }
+            for item in common.observers where modeState.insert(item, \.observers) { added.append(item) }
+            for item in common.ports where modeState.insert(item, \.ports) { added.append(item) }
+            for item in common.fileDescriptorSources where modeState.insert(item, \.fileDescriptorSources) { added.append(item) }
+            return added
+        }
+        for item in scheduled { item.didSchedule(in: self, mode: mode) }
+        if !scheduled.isEmpty { wakeUp() }
+    }
+
+    // MARK: - Control
+
+    /// Makes the innermost running invocation return `.stopped`; when the loop is not
+    /// running, the next invocation returns `.stopped` at once (a stop is never lost).
+    /// Any thread; two atomics and at most one eventfd write.
+    public func stop() {
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        wakeUp()
+    }
+
+    /// Wakes the loop if it is asleep so it runs a pass (e.g. after `RunLoopSource.signal()`).
+    /// Any thread; one atomic exchange, plus one eventfd write when no wake-up is already pending.
+    public func wakeUp() {
+        if !wakePending.exchange(true, ordering: .sequentiallyConsistent) {
+            wakeDoorbell.ring()
+        }
+    }
+
+    /// Queues `block` to run on the loop's thread, in FIFO order, the next time the loop runs
+    /// one of `modes` (`.common`: any common mode), and wakes the loop. A block counts as a
+    /// handled source. Any thread; a lock, an array append and `wakeUp()`.
+    public func perform(inModes modes: [Mode] = [.default], _ block: @escaping @Sendable () -> Void) {
+        state.withLock { $0.blocks.append(PendingBlock(modes: modes, block: block)) }
+        pendingBlockCount.add(1, ordering: .releasing)
+        wakeUp()
+    }
+
+    // MARK: - Running
+
+    /// Runs the default mode until `stop()` or until the mode is empty (CFRunLoopRun).
+    /// Only on the loop's own thread.
+    public func run() {
+        runInvocation(mode: .default, deadline: nil, returnAfterSourceHandled: false)
+    }
+
+    /// Runs the default mode until `stop()`, until the mode is empty, or until `deadline`.
+    /// Only on the loop's own thread.
+    public func run(until deadline: ContinuousClock.Instant) {
+        runInvocation(mode: .default, deadline: deadline, returnAfterSourceHandled: false)
+    }
+
+    /// Runs `mode` until one source is handled or `deadline` passes; returns false only when
+    /// the mode was empty. Only on the loop's own thread.
+    @discardableResult
+    public func run(mode: Mode, before deadline: ContinuousClock.Instant) -> Bool {
+        runInvocation(mode: mode, deadline: deadline, returnAfterSourceHandled: true) != .finished
+    }
+
+    /// Runs `mode` for at most `timeout` (CFRunLoopRunInMode). Only on the loop's own thread.
+    @discardableResult
+    public func run(mode: Mode, for timeout: Duration, returnAfterSourceHandled: Bool) -> RunResult {
+        runInvocation(mode: mode, deadline: Self.deadline(after: timeout), returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// A deadline `timeout` from now; nil (no deadline) for timeouts beyond a century, which
+    /// callers use to mean "forever" and which would overflow the clock.
+    static func deadline(after timeout: Duration) -> ContinuousClock.Instant? {
+        timeout >= .seconds(3_155_760_000) ? nil : ContinuousClock.now.advanced(by: max(timeout, .zero))
+    }
+
+    /// One run invocation (CFRunLoopRunSpecific). `keepAlive` runs even an empty mode, for
+    /// resident threads, which live until stopped rather than until their mode empties.
+    @discardableResult
+    func runInvocation(mode: Mode, deadline: ContinuousClock.Instant?,
+                       returnAfterSourceHandled: Bool, keepAlive: Bool = false) -> RunResult {
+        let caller = ThreadID.current
+        precondition(caller == owner, """
+            ThreadRunLoop.run called on \(caller), but this run loop belongs to \(owner): \
+            a run loop may only be run on its own thread (get it with ThreadRunLoop.current on that \
+            thread; reach another thread with perform(inModes:) or ResidentThread.perform)
+            """)
+        guard mode != .common else { return .finished }
+        let modeState: ModeState? = state.withLock { state in
+            guard keepAlive || state.modeIsAlive(mode) else { return nil }
+            state.modeStack.append(mode)
+            return state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
+        }
+        guard let modeState else { return .finished }
+        defer { state.withLock { _ = $0.modeStack.popLast() } }
+
+        notify(.entry, observers(of: modeState))
+        var result: RunResult? = stopRequested.exchange(false, ordering: .sequentiallyConsistent) ? .stopped : nil
+        var firstPass = true
+        while result == nil {
+            result = runPass(modeState, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled,
+                             keepAlive: keepAlive, firstPass: firstPass)
+            firstPass = false
+        }
+        notify(.exit, observers(of: modeState))
+        return result!
+    }
+
+    /// One pass of the loop, in the order of DESIGN §3.2 (__CFRunLoopRun's body). Returns the
+    /// invocation's result once an exit condition holds, nil to go round again.
+    private func runPass(_ modeState: ModeState, deadline: ContinuousClock.Instant?,
+                         returnAfterSourceHandled: Bool, keepAlive: Bool, firstPass: Bool) -> RunResult? {
+        // Anything asked of the loop before this point is seen by this pass.
+        wakePending.store(false, ordering: .sequentiallyConsistent)
+        let items = state.withLock { _ in modeState.items }
+
+        notify(.beforeTimers, items.observers)
+        notify(.beforeSources, items.observers)
+        var handled = runBlocks(of: modeState.mode, onlyOne: returnAfterSourceHandled)
+        if !(handled && returnAfterSourceHandled),
+           runSources0(items.sources, stopAfterFirst: returnAfterSourceHandled) {
+            handled = true
+        }
+        if handled && returnAfterSourceHandled { return .handledSource }
+
+        // A Source1 that is already ready is handled without sleeping. Ports know it in memory;
+        // fd readiness costs a zero-timeout poll, done once per invocation and after any pass
+        // that ran sources (which must not sleep anyway).
+        var ready = items.ports.compactMap { $0.hasDeliverableMessages ? Source1Event.port($0) : nil }
+        if ready.isEmpty {
+            if handled || firstPass || wakeUpOrStopPending {
+                ready = waitForSource1(modeState, timeout: .zero, consumeWakeUp: false).ready
+            }
+            // A wake-up asked for during this pass means new work: go round instead of sleeping.
+            if ready.isEmpty && !handled && !wakeUpOrStopPending {
+                notify(.beforeWaiting, items.observers)
+                ready = sleep(modeState, timers: items.timers, deadline: deadline)
+                notify(.afterWaiting, items.observers)
+            }
+        }
+
+        fireDueTimers(items.timers)
+        if handleSource1(ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
+            handled = true
+        }
+
+        if handled && returnAfterSourceHandled { return .handledSource }
+        if let deadline, deadline <= .now { return .timedOut }
+        if stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .sequentiallyConsistent) {
+            return .stopped
+        }
+        if !keepAlive && !state.withLock({ $0.modeIsAlive(modeState.mode) }) { return .finished }
+        return nil
+    }
+
+    // MARK: - Pass steps
+
+    private func observers(of modeState: ModeState) -> [RunLoopObserver] {
+        state.withLock { _ in modeState.items.observers }
+    }
+
+    private func notify(_ activity: Activity, _ observers: [RunLoopObserver]) {
+        for observer in observers where observer.activities.contains(activity) {
+            observer.fire(self, activity)
+        }
+    }
+
+    /// Runs the pending blocks of `mode` in FIFO order (one when `onlyOne`).
+    private func runBlocks(of mode: Mode, onlyOne: Bool) -> Bool {
+        guard pendingBlockCount.load(ordering: .acquiring) > 0 else { return false }
+        let taken: [PendingBlock] = state.withLock { state in
+            var taken: [PendingBlock] = []
+            var kept: [PendingBlock] = []
+            for block in state.blocks {
+                if !(onlyOne && !taken.isEmpty) && state.blockMatches(block, mode) {
+                    taken.append(block)
+                } else {
+                    kept.append(block)
+                }
+            }
+            state.blocks = kept
+            return taken
+        }
+        guard !taken.isEmpty else { return false }
+        pendingBlockCount.subtract(taken.count, ordering: .relaxed)
+        for pending in taken { pending.block() }
+        return true
+    }
+
+    /// Performs the signalled Source0s in ascending order, clearing each signal first.
+    private func runSources0(_ sources: [RunLoopSource], stopAfterFirst: Bool) -> Bool {
+        var performed = false
+        for source in sources where source.isSignalled {
+            guard source.takeSignal(), source.isValid else { continue }
+            source.performCallout()
+            performed = true
+            if stopAfterFirst { break }
+        }
+        return performed
+    }
+
+    /// Fires the timers whose fire date has come, earliest first. Timers never count as handled sources.
+    private func fireDueTimers(_ timers: [RunLoopTimer]) {
+        guard !timers.isEmpty else { return }
+        let now = ContinuousClock.now
+        let due = timers.filter { $0.isDue(at: now) }
+        for timer in due.sorted(by: { $0.fireDate < $1.fireDate }) {
+            timer.fire(now: now)
+        }
+    }
+
+    /// Delivers ready port messages and fd events in arrival order, at most `budget` of them.
+    private func handleSource1(_ ready: [Source1Event], budget: Int) -> Int {
+        var remaining = budget
+        for event in ready where remaining > 0 {
+            switch event {
+            case .port(let port):
+                remaining -= port.deliver(upTo: remaining)
+            case .fileDescriptor(let source, let events):
+                if source.handle(events) { remaining -= 1 }
+            }
+        }
+        return budget - remaining
+    }
+
+    // MARK: - Waiting
+
+    /// Sleeps in the kernel until a Source1 of the mode is ready, a wake-up is asked for, the
+    /// earliest timer's tolerance window closes, or `deadline` passes. Edges that turn out to
+    /// carry no work (a doorbell whose messages an earlier pass already delivered) do not end
+    /// the sleep.
+    private func sleep(_ modeState: ModeState, timers: [RunLoopTimer], deadline: ContinuousClock.Instant?) -> [Source1Event] {
+        var wakeAt = deadline
+        for timer in timers {
+            if let date = timer.wakeDate, wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
+        }
+        waiting.store(true, ordering: .releasing)
+        defer { waiting.store(false, ordering: .releasing) }
+        while true {
+            let timeout = wakeAt.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
+            let (ready, woken) = waitForSource1(modeState, timeout: timeout, consumeWakeUp: true)
+            if woken || !ready.isEmpty { return ready }
+        }
+    }
+
+    private var wakeUpOrStopPending: Bool {
+        wakePending.load(ordering: .relaxed) || stopRequested.load(ordering: .relaxed)
+    }
+
+    /// One epoll_wait on the mode's set. `woken` reports a real wake-up (when `consumeWakeUp`),
+    /// a timeout or EINTR; ports whose doorbell edge carries no deliverable message are dropped.
+    private func waitForSource1(_ modeState: ModeState, timeout: Duration?,
+                                consumeWakeUp: Bool) -> (ready: [Source1Event], woken: Bool) {
+        var tokens: [(UInt64, FileDescriptorSource.Events)] = []
+        let count: Int
+        do {
+            count = try modeState.epoll.wait(timeout: timeout) { event in
+                var events: FileDescriptorSource.Events = []
+                if event.readable || event.failed { events.insert(.readable) }
+                if event.writable || event.failed { events.insert(.writable) }
+                tokens.append((event.token, events))
+            }
+        } catch {
+            preconditionFailure("RunLoopKit: epoll_wait failed in mode \(modeState.mode): \(error)")
+        }
+        if count == 0 { return ([], true) }
+        var woken = false
+        var ready: [Source1Event] = []
+        state.withLock { _ in
+            for (token, events) in tokens {
+                if token == Self.wakeToken {
+                    if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }
+                    continue
+                }
+                switch modeState.source1ByToken[token] {
+                case .port(let port)?:
+                    if port.hasDeliverableMessages { ready.append(.port(port)) }
+                case .fileDescriptor(let source)?:
+                    ready.append(.fileDescriptor(source, events))
+                case nil:
+                    break
+                }
+            }
+        }
+        return (ready, woken)
+    }
+
+    // MARK: - Thread exit
+
+    /// Called by the thread-local destructor when the owning thread exits: removes every item
+    /// (running Source0 cancel callouts) and drops pending blocks, so the loop holds nothing.
+    func threadDidExit() {
+        let (modes, common) = state.withLock { state -> ([ModeState], ItemSet) in
+            state.blocks.removeAll()
+            return (Array(state.modes.values), state.commonItems)
+        }
+        for item in common.allItems { removeEverywhere(item) }
+        for modeState in modes {
+            for item in state.withLock({ _ in modeState.items.allItems }) { removeEverywhere(item) }
+        }
+    }
+
+    // MARK: - Description
+
+    public var debugDescription: String {
+        state.withLock { state in
+            LoopDescription(loop: self, state: state).text
+        }
+    }
+}
+
+/// A Source1 found ready by the loop.
+enum Source1Event {
+    case port(MessagePort)
+    case fileDescriptor(FileDescriptorSource, FileDescriptorSource.Events)
+}
+
+extension LoopState {
+    /// The state of `mode`, created (with its epoll set) on first use.
+    mutating func modeState(for mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) -> ModeState {
+        if let existing = modes[mode] { return existing }
+        let created = ModeState(mode: mode, wakeDoorbell: wakeDoorbell)
+        modes[mode] = created
+        return created
+    }
+}
+
+extension ItemSet {
+    var allItems: [any RunLoopItem] {
+        sources as [any RunLoopItem] + timers + observers + ports + fileDescriptorSources
+    }
+}
