@@ -124,18 +124,38 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
-        try enqueue(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: deadline)
+        let message = Message(msgid: msgid, components: components, replyPort: replyPort)
+        if !enqueueIfRoom(message) {
+            try enqueueWaiting(message, deadline: deadline)
+        }
     }
 
     /// Queues a message, waiting at most `timeout` while the queue is full. Any thread.
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      timeout: Duration) throws(PortError) {
-        try enqueue(Message(msgid: msgid, components: components, replyPort: replyPort),
-                    deadline: ThreadRunLoop.deadline(after: timeout))
+        let message = Message(msgid: msgid, components: components, replyPort: replyPort)
+        if !enqueueIfRoom(message) {
+            // The clock is read only now: on the fast path it would cost more than the rest of it.
+            try enqueueWaiting(message, deadline: ThreadRunLoop.deadline(after: timeout))
+        }
     }
 
-    private func enqueue(_ message: Message, deadline: ContinuousClock.Instant?) throws(PortError) {
+    /// The fast path: queues `message` if the port is valid and has room; false otherwise.
+    @inline(__always)
+    private func enqueueIfRoom(_ message: Message) -> Bool {
+        lock.lock()
+        guard membership.isValid, state.queue.count < queueLimit else {
+            lock.unlock()
+            return false
+        }
+        appendLocked(message)
+        return true
+    }
+
+    /// The slow path: sleeps until there is room, the deadline passes or the port is invalidated.
+    @inline(never)
+    private func enqueueWaiting(_ message: Message, deadline: ContinuousClock.Instant?) throws(PortError) {
         lock.lock()
         while true {
             guard membership.isValid else {
@@ -151,6 +171,12 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                 throw .timedOut
             }
         }
+        appendLocked(message)
+    }
+
+    /// Appends with the lock held, releases it, and rings the doorbell if this starts a burst.
+    @inline(__always)
+    private func appendLocked(_ message: Message) {
         state.queue.append(message)
         var ring = false
         if state.hasReceiver {
