@@ -19,18 +19,21 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Mutable state, touched only with `lock` held (see `ConditionLock`).
     private final class State {
-        var queue = RingBuffer<Message>()
-        /// The receiver's batch buffer, swapped with `queue` so a drain moves no messages.
-        var spare: RingBuffer<Message>? = RingBuffer<Message>()
+        let queue = RingBuffer<Message>()
+        /// The batch being delivered, moved out of `queue` under the lock and delivered outside
+        /// it; touched only by the delivering thread while `delivering` is set.
+        let batch = RingBuffer<Message>()
+        var delivering = false
         /// The doorbell was rung and the receiver has not drained the queue since.
         var doorbellRung = false
         var waitingSenders = 0
         var handler: (@Sendable (Message) -> Void)?
         weak var delegate: (any Delegate)?
+        /// A handler or delegate was set; a stored flag so `send` need not load the weak delegate.
+        /// A delegate that went away is noticed (and this cleared) at delivery.
+        var hasReceiver = false
         var invalidationHandler: (@Sendable (MessagePort) -> Void)?
         var discarded = 0
-
-        var hasReceiver: Bool { handler != nil || delegate != nil }
 
         /// The handler, else the delegate (strongly held for the batch being delivered).
         var receiver: Receiver? {
@@ -39,7 +42,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
     }
 
-    private enum Receiver {
+    fileprivate enum Receiver {
         case handler(@Sendable (Message) -> Void)
         case delegate(any Delegate)
 
@@ -108,6 +111,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     private func setReceiver(_ change: (State) -> Void) {
         let ring: Bool = lock.withLock {
             change(state)
+            state.hasReceiver = state.handler != nil || state.delegate != nil
             let deliverNow = state.hasReceiver && !state.queue.isEmpty
             deliverable.store(deliverNow, ordering: .releasing)
             if deliverNow { state.doorbellRung = true }
@@ -238,31 +242,29 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     var hasDeliverableMessages: Bool { deliverable.load(ordering: .acquiring) }
 
     /// Delivers up to `limit` messages, in order, on the calling (receiving loop's) thread.
-    /// Returns how many were delivered.
+    /// Returns how many were delivered. A delivery nested in a handler's own nested run takes
+    /// one message at a time, since the outer delivery still owns the batch buffer.
     func deliver(upTo limit: Int) -> Int {
         lock.lock()
-        let receiver = state.receiver
-        guard membership.isValid, let receiver, !state.queue.isEmpty, let spare = state.spare else {
+        guard membership.isValid, !state.queue.isEmpty, let receiver = state.receiver else {
             // No receiver (a delegate may have gone away): park until one is set.
+            state.hasReceiver = state.receiver != nil
             deliverable.store(false, ordering: .releasing)
             state.doorbellRung = false
             lock.unlock()
             return 0
         }
-        let batch: RingBuffer<Message>
-        if state.queue.count <= limit {
-            batch = state.queue
-            state.queue = spare
-        } else {
-            batch = spare
-            for _ in 0..<limit { batch.append(state.queue.popFirst()!) }
+        if state.delivering {
+            let message = state.queue.popFirst()!
+            didTakeLocked()
+            lock.unlock()
+            receiver.deliver(message)
+            return 1
         }
-        state.spare = nil
-        if state.queue.isEmpty {
-            deliverable.store(false, ordering: .releasing)
-            state.doorbellRung = false
-        }
-        if state.waitingSenders > 0 { lock.broadcast() }
+        state.delivering = true
+        let batch = state.batch
+        for _ in 0..<min(limit, state.queue.count) { batch.append(state.queue.popFirst()!) }
+        didTakeLocked()
         lock.unlock()
 
         var delivered = 0
@@ -274,8 +276,18 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         lock.withLock {
             state.discarded += batch.count
             batch.removeAll()
-            state.spare = batch
+            state.delivering = false
         }
         return delivered
+    }
+
+    /// After messages were taken from the queue (lock held): re-arm the doorbell once the queue
+    /// is drained, and wake senders waiting for room.
+    private func didTakeLocked() {
+        if state.queue.isEmpty {
+            deliverable.store(false, ordering: .releasing)
+            state.doorbellRung = false
+        }
+        if state.waitingSenders > 0 { lock.broadcast() }
     }
 }
