@@ -63,9 +63,11 @@ public final class SDEventBridge: Sendable {
         observer = RunLoopObserver(activities: .beforeWaiting) { _, _ in
             pump.run(beforeWaiting: true)
         }
-        pump.stop = { [descriptorSource, observer] in
-            descriptorSource.invalidate()
-            observer.invalidate()
+        // Weak: the pump is owned by the two items' handlers, so strong references back
+        // would keep the items, the pump and the sd_event alive forever.
+        pump.stop = { [weak descriptorSource, weak observer] in
+            descriptorSource?.invalidate()
+            observer?.invalidate()
         }
     }
 

@@ -6,15 +6,17 @@ import RunLoopKit
 ///
 /// The pings come from a repeating `RunLoopTimer` on the loop you add the keep-alive to, so
 /// they stop when that loop stops turning: a wedged main loop is what gets the service
-/// restarted. When the watchdog is off (no `WATCHDOG_USEC`, or a `WATCHDOG_PID` naming
-/// another process) the keep-alive has no timer and every method is a no-op.
+/// restarted. When the watchdog is off (no `WATCHDOG_USEC`, a `WATCHDOG_PID` naming another
+/// process, or no `NOTIFY_SOCKET` to send pings to) the keep-alive has no timer and every
+/// method is a no-op.
 ///
 /// ```swift
 /// let watchdog = WatchdogKeepAlive()
 /// watchdog.add(to: .main)          // common modes: pings continue in any common mode
 /// ```
 public final class WatchdogKeepAlive: Sendable {
-    /// The watchdog timeout systemd expects pings within, or nil when the watchdog is off.
+    /// The watchdog timeout systemd expects pings within, or nil when the watchdog is off
+    /// (including when there is no `NOTIFY_SOCKET`: pings would go nowhere).
     /// Any thread; free (read once by `init`).
     public let timeout: Duration?
 
@@ -32,7 +34,7 @@ public final class WatchdogKeepAlive: Sendable {
     /// few `getenv` calls and one allocation.
     public init(notifier: SystemdNotifier = SystemdNotifier()) {
         self.notifier = notifier
-        timeout = Self.configuredTimeout()
+        timeout = notifier.isEnabled ? Self.configuredTimeout() : nil
         guard let period = timeout.map({ $0 / 2 }) else {
             timer = nil
             return

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/types.h>
 
 /// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CRunLoopKit
 
 /// A non-blocking, close-on-exec signalfd(2): the signals in its set, once blocked, are
 /// queued to this descriptor instead of running a handler, and read back as records.
@@ -17,7 +18,7 @@ struct SignalFD: Sendable {
     /// signalfd(2) (EMFILE, ENFILE, ENOMEM).
     init(signals: [Int32]) throws(Errno) {
         var set = try Self.makeSet(signals)
-        let fd = try syscallRetryingEINTR { Self.signalfd(-1, &set, O_NONBLOCK | O_CLOEXEC) }
+        let fd = try syscallRetryingEINTR { signalfd(-1, &set, Int32(SFD_NONBLOCK | SFD_CLOEXEC)) }
         descriptor = FileDescriptor(rawValue: fd)
     }
 
@@ -25,15 +26,14 @@ struct SignalFD: Sendable {
     /// kernel reports them. Returns when nothing more is queued (EAGAIN). Standard signals
     /// are not queued twice: one sent again before it was read is reported once.
     func drain(_ body: (Int32) -> Void) {
-        // struct signalfd_siginfo is 128 bytes; ssi_signo is its first field (uint32_t).
-        let recordSize = 128
+        let recordSize = MemoryLayout<signalfd_siginfo>.size
         let batch = 8
         withUnsafeTemporaryAllocation(byteCount: recordSize * batch, alignment: 8) { buffer in
             while true {
                 guard let n = try? syscallRetryingEINTR({ read(descriptor.rawValue, buffer.baseAddress, buffer.count) }),
                       n >= recordSize else { return }
                 for record in 0..<(n / recordSize) {
-                    body(Int32(bitPattern: buffer.load(fromByteOffset: record * recordSize, as: UInt32.self)))
+                    body(Int32(bitPattern: buffer.load(fromByteOffset: record * recordSize, as: signalfd_siginfo.self).ssi_signo))
                 }
                 if n < buffer.count { return }
             }
@@ -83,23 +83,4 @@ struct SignalFD: Sendable {
         }
         return set
     }
-
-    /// glibc's signalfd(2) wrapper. Swift's Glibc module does not include <sys/signalfd.h>,
-    /// so the entry point is looked up once in the already-loaded C library and called
-    /// with the C calling convention: `int signalfd(int fd, const sigset_t *mask, int flags)`.
-    /// (SFD_NONBLOCK and SFD_CLOEXEC equal O_NONBLOCK and O_CLOEXEC by definition.)
-    private static func signalfd(_ fd: Int32, _ mask: UnsafePointer<sigset_t>, _ flags: Int32) -> Int32 {
-        guard let entry = signalfdEntry else {
-            errno = ENOSYS
-            return -1
-        }
-        return entry(fd, mask, flags)
-    }
-
-    private typealias SignalFDFunction = @convention(c) (Int32, UnsafePointer<sigset_t>, Int32) -> Int32
-
-    private static let signalfdEntry: SignalFDFunction? = {
-        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "signalfd") else { return nil }
-        return unsafeBitCast(symbol, to: SignalFDFunction.self)
-    }()
 }

@@ -1,0 +1,275 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A test failure with a message (thrown so a test stops at the first broken expectation).
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// How long any wait in these tests may take before it counts as a failure. Generous: it
+/// bounds a hang, it is never a timing threshold (2 shared cores, debug builds).
+let patience: Duration = .seconds(10)
+
+/// Runs `body` on a new thread and returns its result, so blocking calls (poll, waitpid, a
+/// running ThreadRunLoop) never occupy a thread of the Swift concurrency pool.
+func onNewThread<T: Sendable>(_ name: String = "test-helper", _ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        let thread = Thread { continuation.resume(returning: body()) }
+        thread.name = name
+        thread.start()
+    }
+}
+
+/// Milliseconds left until `deadline`, for poll(2) (0 when it has passed).
+func millisecondsUntil(_ deadline: ContinuousClock.Instant) -> Int32 {
+    let left = ContinuousClock.now.duration(to: deadline)
+    guard left > .zero else { return 0 }
+    let (seconds, attoseconds) = left.components
+    return Int32(min(seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1, Int64(Int32.max)))
+}
+
+/// Waits until `fd` is readable or `deadline` passes; true when readable.
+func waitReadable(_ fd: Int32, before deadline: ContinuousClock.Instant) -> Bool {
+    while true {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let n = poll(&entry, 1, millisecondsUntil(deadline))
+        if n > 0 { return true }
+        if n == 0 { return false }
+        if errno != EINTR { return false }
+    }
+}
+
+/// A datagram AF_UNIX socket bound to a fresh path: what systemd listens on for sd_notify.
+final class NotifySocket: Sendable {
+    let path: String
+    let fd: Int32
+    /// Every assignment received so far, in order (for failure messages).
+    let received = Mutex<[String]>([])
+
+    init() throws {
+        // sun_path holds 107 bytes: fall back to /tmp when $TMPDIR is deep.
+        let name = "rlk-notify-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        let preferred = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
+        path = preferred.utf8.count < 100 ? preferred : "/tmp/" + name
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw TestFailure("path too long: \(path)") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard rc == 0 else { throw TestFailure("bind \(path): errno \(errno)") }
+    }
+
+    deinit {
+        close(fd)
+        unlink(path)
+    }
+
+    /// The next datagram's assignments, or nil when none arrived before `deadline`.
+    func nextDatagram(before deadline: ContinuousClock.Instant) async -> [String]? {
+        let fd = fd
+        let text: String? = await onNewThread("notify-reader") {
+            guard waitReadable(fd, before: deadline) else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &buffer, buffer.count, 0)
+            guard n > 0 else { return nil }
+            return String(decoding: buffer[..<n], as: UTF8.self)
+        }
+        guard let text else { return nil }
+        let lines = text.split(separator: "\n").map(String.init)
+        received.withLock { $0.append(contentsOf: lines) }
+        return lines
+    }
+
+    /// Reads datagrams until one holds `assignment` (a whole line such as "READY=1");
+    /// returns that datagram's lines. Throws after `patience`.
+    @discardableResult
+    func waitFor(_ assignment: String) async throws -> [String] {
+        let deadline = ContinuousClock.now + patience
+        while let lines = await nextDatagram(before: deadline) {
+            if lines.contains(assignment) { return lines }
+        }
+        throw TestFailure("no \(assignment) within \(patience); received: \(received.withLock { $0 })")
+    }
+}
+
+/// The example daemon, spawned with a chosen environment and its stdout on a socketpair.
+final class DaemonProcess: Sendable {
+    let pid: pid_t
+    private let stdoutFD: Int32
+    /// Set (under its lock) before the child is reaped: while it is false, the pid is ours
+    /// to signal. A class so closures can share it.
+    private final class ExitFlag: Sendable {
+        let value = Mutex(false)
+        func withLock<R>(_ body: (inout Bool) -> R) -> R { value.withLock { body(&$0) } }
+    }
+    private let exited = ExitFlag()
+    let output = Mutex<[String]>([])
+    private let pending = Mutex<[UInt8]>([])
+
+    /// `example-daemon` next to the test bundle: the build directory (`.build/<triple>/<config>`)
+    /// holds both. Walks up a few levels in case the runner lives in a subdirectory.
+    static func executablePath() throws -> String {
+        var directory = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            .deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("example-daemon").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory.deleteLastPathComponent()
+        }
+        throw TestFailure("example-daemon not found near \(CommandLine.arguments[0]); build the ExampleDaemon target")
+    }
+
+    /// Starts the daemon with the test's environment minus the systemd variables, plus
+    /// `environment`. Signals are reset to their defaults and unblocked in the child.
+    init(environment: [String: String], arguments: [String] = []) throws {
+        let path = try Self.executablePath()
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            throw TestFailure("socketpair: errno \(errno)")
+        }
+        defer { close(pair[1]) }
+        stdoutFD = pair[0]
+
+        var env = ProcessInfo.processInfo.environment
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"] { env[key] = nil }
+        env.merge(environment) { _, new in new }
+        let envStrings = env.map { "\($0.key)=\($0.value)" }
+        let argStrings = [path] + arguments
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pair[1], STDOUT_FILENO)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGHUP, SIGINT, SIGUSR1, SIGUSR2, SIGPIPE] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var child: pid_t = 0
+        let rc = withCStrings(argStrings) { argv in
+            withCStrings(envStrings) { envp in
+                posix_spawn(&child, path, &actions, &attributes, argv, envp)
+            }
+        }
+        guard rc == 0 else {
+            close(pair[0])
+            throw TestFailure("posix_spawn \(path): \(String(cString: strerror(rc)))")
+        }
+        pid = child
+    }
+
+    deinit {
+        // A test that failed half-way must not leave a daemon behind.
+        let running = exited.withLock { done in
+            if !done { kill(pid, SIGKILL) }
+            return !done
+        }
+        if running { waitpid(pid, nil, 0) }
+        close(stdoutFD)
+    }
+
+    func send(_ signal: Int32) {
+        exited.withLock { done in
+            if !done { kill(pid, signal) }
+        }
+    }
+
+    /// Reads stdout until a line equal to (or starting with) `prefix`; throws after `patience`.
+    @discardableResult
+    func waitForLine(startingWith prefix: String) async throws -> String {
+        let deadline = ContinuousClock.now + patience
+        while true {
+            if let line = takeLine(startingWith: prefix) { return line }
+            let fd = stdoutFD
+            let chunk: [UInt8]? = await onNewThread("stdout-reader") {
+                guard waitReadable(fd, before: deadline) else { return nil }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let n = read(fd, &buffer, buffer.count)
+                return n > 0 ? Array(buffer[..<n]) : nil
+            }
+            guard let chunk else {
+                throw TestFailure("no stdout line '\(prefix)…' within \(patience) (or EOF); got \(output.withLock { $0 })")
+            }
+            pending.withLock { $0.append(contentsOf: chunk) }
+        }
+    }
+
+    private func takeLine(startingWith prefix: String) -> String? {
+        while let line = pending.withLock({ buffer -> String? in
+            guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+            defer { buffer.removeSubrange(...newline) }
+            return String(decoding: buffer[..<newline], as: UTF8.self)
+        }) {
+            output.withLock { $0.append(line) }
+            if line.hasPrefix(prefix) { return line }
+        }
+        return nil
+    }
+
+    enum Exit: Equatable, CustomStringConvertible {
+        case exited(Int32), signalled(Int32), timedOut
+        var description: String {
+            switch self {
+            case .exited(let code): "exited with status \(code)"
+            case .signalled(let signal): "killed by signal \(signal)"
+            case .timedOut: "still running after \(patience) (killed)"
+            }
+        }
+    }
+
+    /// Waits for the child to exit; kills it (and reports `.timedOut`) after `patience`.
+    func waitForExit() async -> Exit {
+        let pid = pid
+        let timedOut = Atomic(false)
+        let killer = Task { [exited] in
+            try? await Task.sleep(for: patience)
+            guard !Task.isCancelled else { return }
+            exited.withLock { done in
+                if !done { timedOut.store(true, ordering: .relaxed); kill(pid, SIGKILL) }
+            }
+        }
+        let status: Int32 = await onNewThread("waitpid") { [exited] in
+            var info = siginfo_t()
+            // Wait without reaping, so the pid cannot be reused while `killer` may still signal it.
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+            exited.withLock { $0 = true }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            return status
+        }
+        killer.cancel()
+        if timedOut.load(ordering: .relaxed) { return .timedOut }
+        // WIFEXITED/WEXITSTATUS/WTERMSIG are macros Swift does not import.
+        if status & 0x7f == 0 { return .exited((status >> 8) & 0xff) }
+        return .signalled(status & 0x7f)
+    }
+}
+
+/// Calls `body` with a NULL-terminated `char *[]` of copies of `strings`.
+func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
+    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    pointers.append(nil)
+    defer { pointers.forEach { free($0) } }
+    return body(pointers)
+}
