@@ -58,6 +58,21 @@ let package = Package(
             name: "RunLoopKitTests",
             dependencies: ["RunLoopKit"]
         ),
+        // Cross-process transport test peers: a Swift program using RunLoopKit, and an
+        // independent C implementation of Protocols/port-message-frame.md.
+        .executableTarget(
+            name: "PortPeer",
+            dependencies: ["RunLoopKit"],
+            path: "Tests/PortPeer"
+        ),
+        .executableTarget(
+            name: "PortPeerC",
+            path: "Tests/PortPeerC"
+        ),
+        .testTarget(
+            name: "RunLoopKitTransportTests",
+            dependencies: ["RunLoopKit", "PortPeer", "PortPeerC"]
+        ),
         .testTarget(
             name: "RunLoopKitSystemdTests",
             dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon"]

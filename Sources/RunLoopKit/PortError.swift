@@ -13,6 +13,11 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case messageTooLarge(limit: Int)
     /// The kernel refused a resource (EMFILE/ENFILE/ENOMEM when creating the port's eventfd).
     case resourceExhausted(errno: Int32)
+    /// A peer process sent a frame that violates Protocols/port-message-frame.md; its
+    /// connection was dropped and every descriptor that came with the frame closed.
+    case malformedFrame(FrameError)
+    /// The descriptor given as a send right is not an AF_UNIX SOCK_SEQPACKET socket.
+    case notASendRight
 
     public var description: String {
         switch self {
@@ -20,6 +25,8 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .timedOut: "the port's queue stayed full until the deadline"
         case .messageTooLarge(let limit): "the message exceeds the limit of \(limit) bytes"
         case .resourceExhausted(let code): "resource exhausted: \(String(cString: strerror(code))) (errno \(code))"
+        case .malformedFrame(let reason): "malformed frame from a peer process: \(reason.rawValue)"
+        case .notASendRight: "the descriptor is not a port send right (an AF_UNIX SOCK_SEQPACKET socket)"
         }
     }
 }

@@ -1,0 +1,35 @@
+/// Why a received frame was rejected (Protocols/port-message-frame.md §5). The receiver drops
+/// the connection the frame came on and closes every descriptor that came with it.
+public enum FrameError: String, Error, Equatable, Sendable, CaseIterable {
+    /// Fewer than the 16 header bytes.
+    case truncatedHeader
+    /// The first four bytes are not "RLKM".
+    case badMagic
+    /// A version this implementation does not speak.
+    case unsupportedVersion
+    /// A flag bit that version 1 reserves is set.
+    case reservedFlags
+    /// More components than the protocol allows.
+    case tooManyComponents
+    /// A component kind other than DATA (1) or PORT (2).
+    case badComponentKind
+    /// A reserved byte of a component entry is not zero.
+    case reservedBytes
+    /// A PORT component declares a non-zero length.
+    case portLength
+    /// The header, the component table and the frame's byte count disagree.
+    case lengthMismatch
+    /// The frame exceeds the maximum frame size.
+    case frameTooLarge
+    /// The number of descriptors differs from the PORT components (+1 with a reply port).
+    case descriptorCountMismatch
+    /// The kernel truncated the frame (MSG_TRUNC).
+    case truncated
+    /// The kernel truncated the descriptors (MSG_CTRUNC), e.g. because the receiving process
+    /// had no descriptor numbers left.
+    case descriptorsTruncated
+    /// A descriptor is not an AF_UNIX SOCK_SEQPACKET socket, so it cannot be a port's send right.
+    case descriptorNotAPort
+    /// Ancillary data other than one SCM_RIGHTS array.
+    case unexpectedControlMessage
+}
