@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,4 +40,65 @@ pid_t crlk_gettid(void) {
 
 int crlk_set_current_thread_name(const char *name) {
     return pthread_setname_np(pthread_self(), name);
+}
+
+ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags) {
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    char control[CMSG_SPACE(sizeof(int) * 256)];
+    if (nfds > 0) {
+        if (nfds > 256) {
+            errno = EINVAL;
+            return -1;
+        }
+        memset(control, 0, CMSG_SPACE(sizeof(int) * (size_t)nfds));
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * (size_t)nfds);
+    }
+    return sendmsg(fd, &msg, flags);
+}
+
+ssize_t crlk_recvmsg_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds,
+                         int *msg_flags, int *unexpected_control, int flags) {
+    struct iovec iov = { .iov_base = buf, .iov_len = len };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    char control[CMSG_SPACE(sizeof(int) * 256)];
+    if (maxfds > 256) maxfds = 256;
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)maxfds);
+    *nfds = 0;
+    *msg_flags = 0;
+    *unexpected_control = 0;
+    ssize_t n = recvmsg(fd, &msg, flags | MSG_CMSG_CLOEXEC);
+    if (n < 0) return n;
+    *msg_flags = msg.msg_flags;
+    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+            int count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < count; i++) {
+                int received;
+                memcpy(&received, CMSG_DATA(cmsg) + sizeof(int) * (size_t)i, sizeof(int));
+                if (*nfds < maxfds) {
+                    fds[(*nfds)++] = received;
+                } else {
+                    close(received);
+                    *unexpected_control = 1;
+                }
+            }
+        } else {
+            *unexpected_control = 1;
+        }
+    }
+    return n;
 }

@@ -59,7 +59,10 @@ public final class FileDescriptorSource: Sendable, RunLoopItem, CustomStringConv
     }
 
     var sortOrder: Int? { order }
-    var source1: Source1? { .fileDescriptor(self) }
+    var source1Registrations: [Source1Registration] {
+        [Source1Registration(token: token, descriptor: FileDescriptor(rawValue: fileDescriptor),
+                             interest: interest, source: .fileDescriptor(self))]
+    }
 
     /// Calls the handler with the subset of `ready` the source asked for; false if nothing ran.
     func handle(_ ready: Events) -> Bool {

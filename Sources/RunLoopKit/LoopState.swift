@@ -23,24 +23,31 @@ final class ModeState {
     /// Inserts `item`; registers its kernel readiness when it is a Source1. False if already present.
     func insert<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
         guard items.insert(item, kind) else { return false }
-        if let source1 = item.source1 {
-            source1ByToken[source1.token] = source1
-            do {
-                try epoll.add(source1.descriptor, interest: source1.interest, token: source1.token)
-            } catch {
-                preconditionFailure("RunLoopKit: cannot watch \(source1.descriptor) in mode \(mode) (\(error)); was it closed before being added?")
-            }
-        }
+        for registration in item.source1Registrations { register(registration) }
         return true
     }
 
     func remove<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
         guard items.remove(item, kind) else { return false }
-        if let source1 = item.source1 {
-            source1ByToken[source1.token] = nil
-            epoll.remove(source1.descriptor)
-        }
+        for registration in item.source1Registrations { unregister(registration) }
         return true
+    }
+
+    /// Adds one descriptor of a Source1 (also used when a port gains its connection set after
+    /// it was scheduled). Registering a descriptor twice is a no-op.
+    func register(_ registration: Source1Registration) {
+        guard source1ByToken[registration.token] == nil else { return }
+        source1ByToken[registration.token] = registration.source
+        do {
+            try epoll.add(registration.descriptor, interest: registration.interest, token: registration.token)
+        } catch {
+            preconditionFailure("RunLoopKit: cannot watch \(registration.descriptor) in mode \(mode) (\(error)); was it closed before being added?")
+        }
+    }
+
+    private func unregister(_ registration: Source1Registration) {
+        source1ByToken[registration.token] = nil
+        epoll.remove(registration.descriptor)
     }
 }
 

@@ -18,7 +18,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     }
 
     /// Mutable state, touched only with `lock` held (see `ConditionLock`).
-    private final class State {
+    final class State {
         let queue = RingBuffer<Message>()
         /// The batch being delivered, moved out of `queue` under the lock and delivered outside
         /// it; touched only by the delivering thread while `delivering` is set.
@@ -34,6 +34,16 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         var hasReceiver = false
         var invalidationHandler: (@Sendable (MessagePort) -> Void)?
         var discarded = 0
+        /// The receive ends of send rights (cross-process senders), created on first use.
+        var connections: PortConnections?
+        /// Frames may be waiting on a connection: set by the connection set's epoll edge,
+        /// cleared once every ready connection was read to EAGAIN.
+        var connectionsNeedRead = false
+        /// The send right this port puts in messages it is a component or reply port of: one
+        /// socket end kept here and sent (the kernel duplicates it in flight) every time, so
+        /// passing a port costs no socketpair per message.
+        var sharedSendRight: SeqPacketSocket?
+        var transportErrorHandler: (@Sendable (PortError) -> Void)?
 
         /// The handler, else the delegate (strongly held for the batch being delivered).
         var receiver: Receiver? {
@@ -42,7 +52,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
     }
 
-    fileprivate enum Receiver {
+    enum Receiver {
         case handler(@Sendable (Message) -> Void)
         case delegate(any Delegate)
 
@@ -56,19 +66,25 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// The most messages the queue holds before `send` blocks.
     public let queueLimit: Int
-    let doorbell: EventFD
+    /// A local port's doorbell; nil for a proxy.
+    let doorbell: EventFD?
+    /// A proxy's send right (one end of a socketpair whose other end another process reads).
+    let remote: SeqPacketSocket?
     let token = Source1Token.next()
-    private let lock = ConditionLock()
-    private let state = State()
-    /// Messages are queued and a receiver is set: the loop may deliver without asking the kernel.
-    private let deliverable = Atomic<Bool>(false)
-    private let membership = LoopMembership()
+    let connectionsToken = Source1Token.next()
+    let lock = ConditionLock()
+    let state = State()
+    /// A receiver is set and messages are queued, or frames can be read into a queue with
+    /// room: the loop may service the port without asking the kernel.
+    let deliverable = Atomic<Bool>(false)
+    let membership = LoopMembership()
 
     /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; one eventfd.
     /// Throws `.resourceExhausted` when the process or system is out of descriptors.
     public init(queueLimit: Int = 1024) throws(PortError) {
         precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
         self.queueLimit = queueLimit
+        remote = nil
         do {
             doorbell = try EventFD()
         } catch {
@@ -76,8 +92,18 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
     }
 
+    /// A proxy sending through `socket`.
+    init(proxyFor socket: SeqPacketSocket) {
+        queueLimit = 1
+        doorbell = nil
+        remote = socket
+    }
+
     deinit {
-        doorbell.close()
+        doorbell?.close()
+        remote?.close()
+        state.sharedSendRight?.close()
+        state.connections?.closeAll()
     }
 
     // MARK: - Receiving side
@@ -112,12 +138,18 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         let ring: Bool = lock.withLock {
             change(state)
             state.hasReceiver = state.handler != nil || state.delegate != nil
-            let deliverNow = state.hasReceiver && !state.queue.isEmpty
-            deliverable.store(deliverNow, ordering: .releasing)
+            refreshDeliverableLocked()
+            let deliverNow = deliverable.load(ordering: .relaxed)
             if deliverNow { state.doorbellRung = true }
             return deliverNow
         }
-        if ring { doorbell.ring() }
+        if ring { doorbell?.ring() }
+    }
+
+    /// Recomputes `deliverable` from the state (lock held).
+    func refreshDeliverableLocked() {
+        let work = !state.queue.isEmpty || (state.connectionsNeedRead && state.queue.count < queueLimit)
+        deliverable.store(state.hasReceiver && membership.isValid && work, ordering: .releasing)
     }
 
     // MARK: - Sending side
@@ -129,7 +161,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
         let message = Message(msgid: msgid, components: components, replyPort: replyPort)
-        if !enqueueIfRoom(message) {
+        if remote != nil {
+            try sendRemote(message, deadline: deadline)
+        } else if !enqueueIfRoom(message) {
             try enqueueWaiting(message, deadline: deadline)
         }
     }
@@ -139,8 +173,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                      from replyPort: MessagePort? = nil,
                      timeout: Duration) throws(PortError) {
         let message = Message(msgid: msgid, components: components, replyPort: replyPort)
-        if !enqueueIfRoom(message) {
-            // The clock is read only now: on the fast path it would cost more than the rest of it.
+        // The clock is read only when the send must wait: on the fast path it would cost more
+        // than the rest of it.
+        if remote != nil {
+            try sendRemote(message, deadline: ThreadRunLoop.deadline(after: timeout))
+        } else if !enqueueIfRoom(message) {
             try enqueueWaiting(message, deadline: ThreadRunLoop.deadline(after: timeout))
         }
     }
@@ -191,7 +228,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             }
         }
         lock.unlock()
-        if ring { doorbell.ring() }
+        if ring { doorbell?.ring() }
     }
 
     // MARK: - State
@@ -202,9 +239,13 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func invalidate() {
         let (wasValid, loop) = membership.invalidate()
         guard wasValid else { return }
+        // Shut sockets down rather than close them: another thread may still be using the
+        // descriptors, which are closed in deinit. Peers see end-of-stream / EPIPE at once.
+        remote?.shutdown()
         let handler: (@Sendable (MessagePort) -> Void)? = lock.withLock {
             state.discarded += state.queue.count
             state.queue.removeAll()
+            state.connections?.shutdownAll()
             deliverable.store(false, ordering: .releasing)
             lock.broadcast()
             defer { state.invalidationHandler = nil }
@@ -229,12 +270,31 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     public var description: String {
         let (queued, receiving) = lock.withLock { (state.queue.count, state.hasReceiver) }
+        if let remote {
+            return "MessagePort(#\(token), proxy via \(remote.descriptor), \(isValid ? "valid" : "invalid"))"
+        }
         return "MessagePort(#\(token), queued: \(queued)/\(queueLimit), receiver: \(receiving ? "set" : "none"), \(isValid ? "valid" : "invalid"))"
     }
 
     // MARK: - Loop side
 
-    var source1: Source1? { .port(self) }
+    var source1Registrations: [Source1Registration] {
+        if let remote {
+            return [Source1Registration(token: token, descriptor: remote.descriptor,
+                                        interest: [.peerHangUp, .edgeTriggered], source: .proxy(self))]
+        }
+        var registrations = [Source1Registration(token: token, descriptor: doorbell!.descriptor,
+                                                 interest: [.readable, .edgeTriggered], source: .portDoorbell(self))]
+        if let connections = lock.withLock({ state.connections }) {
+            registrations.append(connectionsRegistration(connections))
+        }
+        return registrations
+    }
+
+    func connectionsRegistration(_ connections: PortConnections) -> Source1Registration {
+        Source1Registration(token: connectionsToken, descriptor: connections.set.descriptor,
+                            interest: [.readable, .edgeTriggered], source: .portConnections(self))
+    }
     func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "MessagePort") }
     func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
 
@@ -247,10 +307,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     func deliver(upTo limit: Int) -> Int {
         lock.lock()
         guard membership.isValid, !state.queue.isEmpty, let receiver = state.receiver else {
-            // No receiver (a delegate may have gone away): park until one is set.
+            // Nothing queued, or no receiver (a delegate may have gone away): park until a
+            // message or a receiver arrives.
             state.hasReceiver = state.receiver != nil
-            deliverable.store(false, ordering: .releasing)
-            state.doorbellRung = false
+            if state.queue.isEmpty { state.doorbellRung = false }
+            refreshDeliverableLocked()
             lock.unlock()
             return 0
         }
@@ -285,8 +346,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// is drained, and wake senders waiting for room.
     private func didTakeLocked() {
         if state.queue.isEmpty {
-            deliverable.store(false, ordering: .releasing)
             state.doorbellRung = false
+            refreshDeliverableLocked()
         }
         if state.waitingSenders > 0 { lock.broadcast() }
     }

@@ -11,8 +11,8 @@ protocol RunLoopItem: AnyObject, Sendable {
     func attach(to loop: ThreadRunLoop) -> Bool
     /// The item is no longer in any mode of `loop`.
     func detach(from loop: ThreadRunLoop)
-    /// Port and fd sources: the kernel readiness this item contributes to a mode's epoll.
-    var source1: Source1? { get }
+    /// Port and fd sources: the descriptors this item contributes to a mode's epoll set.
+    var source1Registrations: [Source1Registration] { get }
     /// Called outside the loop's lock, after the item entered `mode` (Source0's schedule callout).
     func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode)
     /// Called outside the loop's lock, after the item left `mode` (Source0's cancel callout).
@@ -21,36 +21,28 @@ protocol RunLoopItem: AnyObject, Sendable {
 
 extension RunLoopItem {
     var sortOrder: Int? { nil }
-    var source1: Source1? { nil }
+    var source1Registrations: [Source1Registration] { [] }
     func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {}
     func didCancel(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {}
 }
 
-/// A Source1: something whose readiness the kernel reports through a mode's epoll set.
+/// What a descriptor in a mode's epoll set stands for.
 enum Source1: Sendable {
-    case port(MessagePort)
+    /// A local port's doorbell: messages were queued in memory.
+    case portDoorbell(MessagePort)
+    /// A local port's connection set: frames from other processes are waiting to be read.
+    case portConnections(MessagePort)
+    /// A proxy's socket: watched for the owner hanging up.
+    case proxy(MessagePort)
     case fileDescriptor(FileDescriptorSource)
+}
 
-    var token: UInt64 {
-        switch self {
-        case .port(let port): port.token
-        case .fileDescriptor(let source): source.token
-        }
-    }
-
-    var descriptor: FileDescriptor {
-        switch self {
-        case .port(let port): port.doorbell.descriptor
-        case .fileDescriptor(let source): FileDescriptor(rawValue: source.fileDescriptor)
-        }
-    }
-
-    var interest: Epoll.Interest {
-        switch self {
-        case .port: [.readable, .edgeTriggered]
-        case .fileDescriptor(let source): source.interest
-        }
-    }
+/// One descriptor an item registers in each mode's epoll set that holds it.
+struct Source1Registration: Sendable {
+    var token: UInt64
+    var descriptor: FileDescriptor
+    var interest: Epoll.Interest
+    var source: Source1
 }
 
 /// Process-wide unique epoll tokens for Source1s (0 is the loop's own wake-up doorbell).

@@ -110,3 +110,15 @@ extension ModeState {
         }
     }
 }
+
+extension ThreadRunLoop {
+    /// Registers one more descriptor of an item already scheduled on this loop, in every mode
+    /// that holds it (a port that gained its connection set after it was added).
+    func addRegistration(_ registration: Source1Registration, for item: AnyObject) {
+        state.withLock { state in
+            for modeState in state.modes.values where modeState.items.contains(item) {
+                modeState.register(registration)
+            }
+        }
+    }
+}

@@ -281,7 +281,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         for event in ready where remaining > 0 {
             switch event {
             case .port(let port):
-                remaining -= port.deliver(upTo: remaining)
+                remaining -= port.service(upTo: remaining)
+            case .proxyHungUp(let port):
+                // The owner of the port died or invalidated it: the dead-name notification.
+                port.invalidate()
+                remaining -= 1
             case .fileDescriptor(let source, let events):
                 if source.handle(events) { remaining -= 1 }
             }
@@ -317,14 +321,14 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// a timeout or EINTR; ports whose doorbell edge carries no deliverable message are dropped.
     private func waitForSource1(_ modeState: ModeState, timeout: Duration?,
                                 consumeWakeUp: Bool) -> (ready: [Source1Event], woken: Bool) {
-        var tokens: [(UInt64, FileDescriptorSource.Events)] = []
+        var tokens: [(token: UInt64, events: FileDescriptorSource.Events, hungUp: Bool)] = []
         let count: Int
         do {
             count = try modeState.epoll.wait(timeout: timeout) { event in
                 var events: FileDescriptorSource.Events = []
                 if event.readable || event.failed { events.insert(.readable) }
                 if event.writable || event.failed { events.insert(.writable) }
-                tokens.append((event.token, events))
+                tokens.append((event.token, events, event.hungUp))
             }
         } catch {
             preconditionFailure("RunLoopKit: epoll_wait failed in mode \(modeState.mode): \(error)")
@@ -333,14 +337,19 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         var woken = false
         var ready: [Source1Event] = []
         state.withLock { _ in
-            for (token, events) in tokens {
+            for (token, events, hungUp) in tokens {
                 if token == Self.wakeToken {
                     if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }
                     continue
                 }
                 switch modeState.source1ByToken[token] {
-                case .port(let port)?:
+                case .portDoorbell(let port)?:
                     if port.hasDeliverableMessages { ready.append(.port(port)) }
+                case .portConnections(let port)?:
+                    port.connectionsBecameReadable()
+                    if port.hasDeliverableMessages { ready.append(.port(port)) }
+                case .proxy(let port)?:
+                    if hungUp { ready.append(.proxyHungUp(port)) }
                 case .fileDescriptor(let source)?:
                     ready.append(.fileDescriptor(source, events))
                 case nil:
@@ -378,6 +387,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 /// A Source1 found ready by the loop.
 enum Source1Event {
     case port(MessagePort)
+    case proxyHungUp(MessagePort)
     case fileDescriptor(FileDescriptorSource, FileDescriptorSource.Events)
 }
 

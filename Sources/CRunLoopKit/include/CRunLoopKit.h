@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/types.h>
+#include <sys/socket.h>
 
 /// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.
 /// Falls back to epoll_wait (timeout rounded up to whole milliseconds) on kernels before 5.11.
@@ -16,6 +17,18 @@ int crlk_set_current_thread_name(const char *name);
 
 /// The kernel thread id of the calling thread (gettid(2)).
 pid_t crlk_gettid(void);
+
+/// sendmsg(2) of one record with `nfds` descriptors as a single SCM_RIGHTS message
+/// (none when `nfds` is 0). Returns what sendmsg returns; errno on failure.
+ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags);
+
+/// recvmsg(2) of one record into `buf`, with room for up to `maxfds` SCM_RIGHTS descriptors,
+/// which are stored in `fds` and counted in `*nfds` (received close-on-exec). `*msg_flags`
+/// gets the kernel's msg_flags (MSG_TRUNC, MSG_CTRUNC); `*unexpected_control` is set when
+/// ancillary data other than SCM_RIGHTS arrived (any descriptors are still returned, so the
+/// caller can close them). Returns what recvmsg returns; errno on failure.
+ssize_t crlk_recvmsg_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds,
+                         int *msg_flags, int *unexpected_control, int flags);
 
 /// Accessors for `struct epoll_event`, which is packed on x86_64 and awkward to touch from Swift.
 static inline uint32_t crlk_epoll_event_events(const struct epoll_event *e) { return e->events; }

@@ -10,6 +10,8 @@ struct EpollEvent: Sendable {
     var writable: Bool
     /// Error or hang-up; reported to fd sources as both readable and writable, as poll(2) does.
     var failed: Bool
+    /// The peer closed its end (EPOLLHUP or EPOLLRDHUP) or the descriptor failed.
+    var hungUp: Bool
 }
 
 /// An epoll instance. Registration calls may come from any thread (the kernel serialises
@@ -17,13 +19,15 @@ struct EpollEvent: Sendable {
 final class Epoll: @unchecked Sendable {
     let descriptor: FileDescriptor
     private let buffer: UnsafeMutablePointer<epoll_event>
-    private let capacity: Int
+    let capacity: Int
 
     struct Interest: OptionSet, Sendable {
         let rawValue: UInt32
         static let readable = Interest(rawValue: EPOLLIN.rawValue)
         static let writable = Interest(rawValue: EPOLLOUT.rawValue)
         static let edgeTriggered = Interest(rawValue: EPOLLET.rawValue)
+        /// Report the peer shutting down its writing side (EPOLLRDHUP).
+        static let peerHangUp = Interest(rawValue: EPOLLRDHUP.rawValue)
     }
 
     init(capacity: Int = 64) throws(Errno) {
@@ -83,7 +87,8 @@ final class Epoll: @unchecked Sendable {
                 token: crlk_epoll_event_data(raw),
                 readable: events & EPOLLIN.rawValue != 0,
                 writable: events & EPOLLOUT.rawValue != 0,
-                failed: events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0))
+                failed: events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0,
+                hungUp: events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0))
         }
         return Int(n)
     }
