@@ -1,0 +1,64 @@
+import Foundation
+
+/// DESIGN §5's performance bars, checked against the pinned rows of this run (the
+/// regime that measures software cost rather than the VM's cross-CPU wake-ups).
+/// A bar whose rows were not run (filtered out) is reported as not measured.
+struct Bar: Sendable {
+    var name: String
+    /// nil when the rows it needs were not measured.
+    var met: Bool?
+    var detail: String
+
+    static func evaluate(_ report: Report) -> [Bar] {
+        let regime = Regime.pinned
+        func row(_ workload: Workload, _ peer: Peer) -> CaseResult? { report.result(workload, peer, regime) }
+        var bars: [Bar] = []
+
+        let ping = row(.pingpong, .runLoopKit)
+        bars.append(bar("MessagePort ping-pong p50 ≤ 1.3× C eventfd",
+                        ping.flatMap(report.ratio)) { ratio in (ratio <= 1.3, String(format: "%.2f×", ratio)) })
+        let slowerSwift: [Peer] = [.foundation, .dispatch, .nio]
+        bars.append(bar("MessagePort ping-pong p50 below Foundation RunLoop, DispatchQueue, SwiftNIO",
+                        ping?.p50.flatMap { p50 in peers(slowerSwift, .pingpong, row).map { (p50, $0) } }) { p50, others in
+            let best = others.compactMap(\.p50).min() ?? .infinity
+            return (p50 < best, String(format: "%.2f µs vs best %.2f µs", p50, best))
+        })
+
+        let stream = row(.throughput, .runLoopKit)
+        bars.append(bar("MessagePort throughput above SwiftNIO, DispatchQueue, Foundation RunLoop",
+                        stream?.messagesPerSecond.flatMap { rate in peers(slowerSwift, .throughput, row).map { (rate, $0) } }) { rate, others in
+            let best = others.compactMap(\.messagesPerSecond).max() ?? 0
+            return (rate > best, String(format: "%.2fM/s vs best %.2fM/s", rate / 1e6, best / 1e6))
+        })
+        bars.append(bar("MessagePort throughput ≥ 0.5× C ring + eventfd",
+                        stream.flatMap(report.ratio)) { ratio in (ratio >= 0.5, String(format: "%.2f×", ratio)) })
+        bars.append(bar("MessagePort stream: memory flat (RSS growth ≤ 1 MiB), O(1) allocations per message",
+                        stream.flatMap { s in s.rssGrowthBytes.map { (s, $0) } }) { s, growth in
+            (growth <= 1 << 20, String(format: "RSS Δ %+.1f MiB over %d messages, %.2f allocs / %.0f B per message",
+                                        Double(growth) / 1_048_576, s.messages, s.allocationsPerMessage, s.bytesPerMessage))
+        })
+        return bars
+    }
+
+    /// All of `peers`' rows, or nil if any is missing.
+    private static func peers(_ peers: [Peer], _ workload: Workload,
+                              _ row: (Workload, Peer) -> CaseResult?) -> [CaseResult]? {
+        let rows = peers.compactMap { row(workload, $0) }
+        return rows.count == peers.count ? rows : nil
+    }
+
+    private static func bar<T>(_ name: String, _ input: T?, _ check: (T) -> (Bool, String)) -> Bar {
+        guard let input else { return Bar(name: name, met: nil, detail: "not measured") }
+        let (met, detail) = check(input)
+        return Bar(name: name, met: met, detail: detail)
+    }
+
+    var line: String {
+        let verdict = switch met {
+        case true?: "MET    "
+        case false?: "NOT MET"
+        case nil: "—      "
+        }
+        return "  \(verdict)  \(name): \(detail)"
+    }
+}

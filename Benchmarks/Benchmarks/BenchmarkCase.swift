@@ -1,0 +1,63 @@
+/// What the benchmark measures: a workload, run by one peer, in one scheduling regime.
+///
+/// A new workload (the cross-process `xprocess` ping-pong, once ports can cross
+/// processes) is a new `Workload` case plus its entry in `Catalogue`: the table,
+/// the JSON and the ratio column are all driven by these three values.
+enum Workload: String, CaseIterable, Sendable {
+    /// Round trip of an 8-byte payload between two threads.
+    case pingpong
+    /// One-way stream of 64-byte payloads through a bounded queue.
+    case throughput
+    /// One-way latency from "run this on that thread" to it running there.
+    case perform
+
+    /// Whether rows of this workload are latency percentiles (else a message rate).
+    var measuresLatency: Bool { self != .throughput }
+}
+
+/// The frameworks a daemon author would otherwise hand messages between threads with.
+/// Raw values are the names printed and written to JSON.
+enum Peer: String, CaseIterable, Sendable {
+    case cEventfd = "C eventfd"
+    case cSocketpair = "C socketpair"
+    case cSdEvent = "C sd-event"
+    case foundation = "Foundation RunLoop"
+    case dispatch = "DispatchQueue"
+    case nio = "SwiftNIO"
+    case runLoopKit = "RunLoopKit"
+
+    /// Every ratio is relative to this peer in the same workload and regime.
+    static let baseline = Peer.cEventfd
+}
+
+/// Where the scheduler may put the two threads.
+enum Regime: String, CaseIterable, Sendable {
+    /// Both threads on one CPU: the stable measure of software cost.
+    case pinned
+    /// Wherever the scheduler likes: on a small VM, dominated by cross-CPU wake-ups.
+    case unpinned
+}
+
+struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
+    var workload: Workload
+    var peer: Peer
+    var regime: Regime
+
+    /// The single-argument form passed to a child process: `workload/peer/regime`.
+    var description: String { "\(workload.rawValue)/\(peer.rawValue)/\(regime.rawValue)" }
+
+    init(workload: Workload, peer: Peer, regime: Regime) {
+        self.workload = workload
+        self.peer = peer
+        self.regime = regime
+    }
+
+    init?(_ description: String) {
+        let parts = description.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3,
+              let workload = Workload(rawValue: parts[0]),
+              let peer = Peer(rawValue: parts[1]),
+              let regime = Regime(rawValue: parts[2]) else { return nil }
+        self.init(workload: workload, peer: peer, regime: regime)
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+/// One row of the table: the summary a child process computes for its case and
+/// hands to the parent as a single `RESULT key=value …` line on stdout.
+struct CaseResult: Sendable {
+    var benchmarkCase: BenchmarkCase
+    // Latency rows (microseconds); nil for throughput rows.
+    var p50: Double?
+    var p99: Double?
+    var p999: Double?
+    var mean: Double?
+    var samples: Int?
+    /// Share of samples during which both threads were on the same CPU.
+    var sameCPUShare: Double?
+    // Throughput rows; nil for latency rows.
+    var messagesPerSecond: Double?
+    /// RSS growth from the end of the warm-up to the end of the stream.
+    var rssGrowthBytes: Int64?
+    // Every row.
+    var messages: Int
+    var allocationsPerMessage: Double
+    var bytesPerMessage: Double
+    /// getrusage(RUSAGE_SELF).ru_maxrss of the child, which ran only this case.
+    var peakRSSBytes: Int64
+
+    init(_ benchmarkCase: BenchmarkCase, latency summary: LatencySummary, measurement: LatencyMeasurement) {
+        self.benchmarkCase = benchmarkCase
+        p50 = summary.p50
+        p99 = summary.p99
+        p999 = summary.p999
+        mean = summary.mean
+        samples = summary.count
+        sameCPUShare = Double(measurement.sameCPU) / Double(max(measurement.count, 1))
+        messages = measurement.messages
+        allocationsPerMessage = measurement.allocations.allocationsPerMessage(measurement.messages)
+        bytesPerMessage = measurement.allocations.bytesPerMessage(measurement.messages)
+        peakRSSBytes = Self.peakRSS()
+    }
+
+    init(_ benchmarkCase: BenchmarkCase, stream measurement: StreamMeasurement) {
+        self.benchmarkCase = benchmarkCase
+        messagesPerSecond = Double(measurement.messages) * 1e9 / Double(max(measurement.elapsedNanoseconds, 1))
+        rssGrowthBytes = Int64(measurement.rssEnd) - Int64(measurement.rssBegin)
+        messages = measurement.messages
+        allocationsPerMessage = measurement.allocations.allocationsPerMessage(measurement.messages)
+        bytesPerMessage = measurement.allocations.bytesPerMessage(measurement.messages)
+        peakRSSBytes = Self.peakRSS()
+    }
+
+    private static func peakRSS() -> Int64 {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Int64(usage.ru_maxrss) * 1024  // Linux reports kilobytes
+    }
+
+    // ---- The child → parent line ----------------------------------------------------
+
+    static let linePrefix = "RESULT "
+
+    var line: String {
+        var fields: [(String, String?)] = [
+            ("p50", p50.map { "\($0)" }), ("p99", p99.map { "\($0)" }), ("p999", p999.map { "\($0)" }),
+            ("mean", mean.map { "\($0)" }), ("samples", samples.map { "\($0)" }),
+            ("same_cpu", sameCPUShare.map { "\($0)" }), ("msgs_per_s", messagesPerSecond.map { "\($0)" }),
+            ("rss_growth", rssGrowthBytes.map { "\($0)" }),
+        ]
+        fields += [("messages", "\(messages)"), ("allocs", "\(allocationsPerMessage)"),
+                   ("bytes", "\(bytesPerMessage)"), ("peak_rss", "\(peakRSSBytes)")]
+        return Self.linePrefix + fields.compactMap { key, value in value.map { "\(key)=\($0)" } }
+            .joined(separator: " ")
+    }
+
+    init?(line: String, for benchmarkCase: BenchmarkCase) {
+        guard line.hasPrefix(Self.linePrefix) else { return nil }
+        var values: [String: String] = [:]
+        for field in line.dropFirst(Self.linePrefix.count).split(separator: " ") {
+            let pair = field.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2 else { return nil }
+            values[pair[0]] = pair[1]
+        }
+        guard let messages = values["messages"].flatMap({ Int($0) }),
+              let allocations = values["allocs"].flatMap({ Double($0) }),
+              let bytes = values["bytes"].flatMap({ Double($0) }),
+              let peakRSS = values["peak_rss"].flatMap({ Int64($0) }) else { return nil }
+        self.benchmarkCase = benchmarkCase
+        p50 = values["p50"].flatMap { Double($0) }
+        p99 = values["p99"].flatMap { Double($0) }
+        p999 = values["p999"].flatMap { Double($0) }
+        mean = values["mean"].flatMap { Double($0) }
+        samples = values["samples"].flatMap { Int($0) }
+        sameCPUShare = values["same_cpu"].flatMap { Double($0) }
+        messagesPerSecond = values["msgs_per_s"].flatMap { Double($0) }
+        rssGrowthBytes = values["rss_growth"].flatMap { Int64($0) }
+        self.messages = messages
+        allocationsPerMessage = allocations
+        bytesPerMessage = bytes
+        peakRSSBytes = peakRSS
+    }
+}

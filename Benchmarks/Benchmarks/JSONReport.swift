@@ -1,0 +1,64 @@
+import Foundation
+
+/// `--json PATH`: the table's data, built by hand (the shape is small and fixed).
+///
+/// `{"machine": {…}, "quick": Bool, "results": [{"workload", "peer", "regime",
+/// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c",
+/// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
+/// "peak_rss_bytes", "rss_growth_bytes"}], "bars": [{"bar", "met", "detail"}]}`.
+/// A latency row has null msgs_per_s; a throughput row null percentiles.
+enum JSONReport {
+    static func render(_ report: Report, bars: [Bar]) -> String {
+        let machine = object([
+            ("cpu", string(report.machine.cpuModel)), ("cores", "\(report.machine.cores)"),
+            ("kernel", string(report.machine.kernel)), ("arch", string(report.machine.architecture)),
+        ])
+        let results = report.results.map { r in
+            object([
+                ("workload", string(r.benchmarkCase.workload.rawValue)),
+                ("peer", string(r.benchmarkCase.peer.rawValue)),
+                ("regime", string(r.benchmarkCase.regime.rawValue)),
+                ("p50_us", number(r.p50)), ("p99_us", number(r.p99)), ("p999_us", number(r.p999)),
+                ("mean_us", number(r.mean)), ("msgs_per_s", number(r.messagesPerSecond)),
+                ("ratio_to_c", number(report.ratio(r))),
+                ("allocs_per_msg", number(r.allocationsPerMessage)), ("bytes_per_msg", number(r.bytesPerMessage)),
+                ("same_cpu_share", number(r.sameCPUShare)), ("samples", r.samples.map { "\($0)" } ?? "null"),
+                ("messages", "\(r.messages)"), ("peak_rss_bytes", "\(r.peakRSSBytes)"),
+                ("rss_growth_bytes", r.rssGrowthBytes.map { "\($0)" } ?? "null"),
+            ])
+        }
+        let barObjects = bars.map { bar in
+            object([("bar", string(bar.name)), ("met", bar.met.map { "\($0)" } ?? "null"),
+                    ("detail", string(bar.detail))])
+        }
+        return object([
+            ("machine", machine), ("quick", "\(report.quick)"),
+            ("results", "[\n    " + results.joined(separator: ",\n    ") + "\n  ]"),
+            ("bars", "[\n    " + barObjects.joined(separator: ",\n    ") + "\n  ]"),
+        ], top: true) + "\n"
+    }
+
+    private static func object(_ members: [(String, String)], top: Bool = false) -> String {
+        let body = members.map { "\(string($0.0)): \($0.1)" }
+        return top ? "{\n  " + body.joined(separator: ",\n  ") + "\n}" : "{" + body.joined(separator: ", ") + "}"
+    }
+
+    private static func number(_ value: Double?) -> String {
+        guard let value, value.isFinite else { return "null" }
+        return "\(value)"
+    }
+
+    private static func string(_ text: String) -> String {
+        var escaped = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": escaped += "\\\""
+            case "\\": escaped += "\\\\"
+            case "\n": escaped += "\\n"
+            case _ where scalar.value < 0x20: escaped += String(format: "\\u%04x", scalar.value)
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped + "\""
+    }
+}

@@ -1,0 +1,77 @@
+import CBenchmarkPeers
+
+/// Allocation counters read at the start and the end of a measured window.
+struct AllocationWindow: Sendable {
+    var begin: bench_alloc_counts
+    var end: bench_alloc_counts
+
+    func allocationsPerMessage(_ messages: Int) -> Double {
+        Double(end.allocations &- begin.allocations) / Double(max(messages, 1))
+    }
+
+    func bytesPerMessage(_ messages: Int) -> Double {
+        Double(end.bytes &- begin.bytes) / Double(max(messages, 1))
+    }
+}
+
+/// Samples owned by one latency run, allocated before its measured window so that
+/// recording never allocates inside it.
+final class SampleBuffer: @unchecked Sendable {
+    // Unchecked: written by exactly one thread at a time (the side that records),
+    // and read by the main thread only after that side signalled completion.
+    let storage: UnsafeMutableBufferPointer<UInt64>
+
+    init(capacity: Int) {
+        storage = .allocate(capacity: capacity)
+        storage.initialize(repeating: 0)
+    }
+
+    deinit { storage.deallocate() }
+}
+
+/// What a latency peer hands back: `count` samples in `samples`, plus the counters of
+/// its measured window.
+struct LatencyMeasurement {
+    var samples: SampleBuffer
+    var count: Int
+    var sameCPU: Int
+    var messages: Int
+    var allocations: AllocationWindow
+
+    init(samples: SampleBuffer, count: Int, sameCPU: Int, messages: Int, allocations: AllocationWindow) {
+        self.samples = samples
+        self.count = count
+        self.sameCPU = sameCPU
+        self.messages = messages
+        self.allocations = allocations
+    }
+
+    init(samples: SampleBuffer, c result: bench_latency_result) {
+        self.init(samples: samples, count: result.count, sameCPU: result.same_cpu,
+                  messages: Int(result.messages),
+                  allocations: AllocationWindow(begin: result.allocs_begin, end: result.allocs_end))
+    }
+}
+
+/// What a throughput peer hands back.
+struct StreamMeasurement {
+    var messages: Int
+    var elapsedNanoseconds: UInt64
+    var allocations: AllocationWindow
+    var rssBegin: UInt64
+    var rssEnd: UInt64
+
+    init(messages: Int, elapsedNanoseconds: UInt64, allocations: AllocationWindow, rssBegin: UInt64, rssEnd: UInt64) {
+        self.messages = messages
+        self.elapsedNanoseconds = elapsedNanoseconds
+        self.allocations = allocations
+        self.rssBegin = rssBegin
+        self.rssEnd = rssEnd
+    }
+
+    init(c result: bench_stream_result) {
+        self.init(messages: Int(result.messages), elapsedNanoseconds: result.elapsed_ns,
+                  allocations: AllocationWindow(begin: result.allocs_begin, end: result.allocs_end),
+                  rssBegin: result.rss_begin, rssEnd: result.rss_end)
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+
+/// Command-line options, parsed by hand (the package takes no argument-parser
+/// dependency for one executable).
+struct Options: Sendable {
+    var quick = false
+    var workloads = Workload.allCases
+    var peers = Peer.allCases
+    var regimes = Regime.allCases
+    var jsonPath: String?
+    /// Overrides the length of the long throughput stream.
+    var streamMessages: Int?
+    /// Set in a child process: the one case it runs (see `ChildProcess`).
+    var childCase: BenchmarkCase?
+
+    static let usage = """
+        usage: Benchmarks [--quick] [--filter WORKLOADS] [--peers PEERS] [--regime REGIME]
+                          [--messages N] [--json PATH]
+
+          --quick            short runs (under 15 s in all) for a smoke test
+          --filter W1,W2     only these workloads: \(Workload.allCases.map(\.rawValue).joined(separator: ", "))
+          --peers P1,P2      only these peers (case-insensitive): \(Peer.allCases.map(\.rawValue).joined(separator: ", "))
+                             (C eventfd is always kept: it is the baseline of every ratio)
+          --regime R         pinned, unpinned or both (default both)
+          --messages N       length of the long throughput stream (default 10000000; 300000 with --quick)
+          --json PATH        also write the results as JSON to PATH
+        """
+
+    struct UsageError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func parse(_ arguments: [String]) throws(UsageError) -> Options {
+        var options = Options()
+        var rest = arguments[...]
+        func value(for flag: String) throws(UsageError) -> String {
+            guard let value = rest.popFirst() else { throw UsageError(description: "\(flag) needs a value") }
+            return value
+        }
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--quick":
+                options.quick = true
+            case "--filter":
+                options.workloads = try list(try value(for: argument), flag: argument) { Workload(rawValue: $0) }
+            case "--peers":
+                let peers = try list(try value(for: argument), flag: argument) { name in
+                    Peer.allCases.first { $0.rawValue.lowercased() == name.lowercased() }
+                }
+                options.peers = Peer.allCases.filter { $0 == Peer.baseline || peers.contains($0) }
+            case "--regime":
+                let regime = try value(for: argument)
+                options.regimes = regime == "both"
+                    ? Regime.allCases
+                    : try list(regime, flag: argument) { Regime(rawValue: $0) }
+            case "--messages":
+                guard let count = Int(try value(for: argument)), count > 0 else {
+                    throw UsageError(description: "--messages needs a positive count")
+                }
+                options.streamMessages = count
+            case "--json":
+                options.jsonPath = try value(for: argument)
+            case "--run-case":
+                let text = try value(for: argument)
+                guard let benchmarkCase = BenchmarkCase(text) else {
+                    throw UsageError(description: "--run-case: not a case: \(text)")
+                }
+                options.childCase = benchmarkCase
+            case "--help", "-h":
+                throw UsageError(description: usage)
+            default:
+                throw UsageError(description: "unknown argument \(argument)\n\(usage)")
+            }
+        }
+        return options
+    }
+
+    /// Parses a comma-separated list, rejecting unknown names so a typo never
+    /// silently runs nothing.
+    private static func list<T>(_ text: String, flag: String,
+                                _ make: (String) -> T?) throws(UsageError) -> [T] {
+        var items: [T] = []
+        for name in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            guard let item = make(name) else { throw UsageError(description: "\(flag): unknown name \(name)") }
+            items.append(item)
+        }
+        return items
+    }
+
+    /// The arguments that make a child process run `benchmarkCase` with these options.
+    func childArguments(for benchmarkCase: BenchmarkCase) -> [String] {
+        var arguments = ["--run-case", benchmarkCase.description]
+        if quick { arguments.append("--quick") }
+        if let streamMessages { arguments += ["--messages", String(streamMessages)] }
+        return arguments
+    }
+}

@@ -1,0 +1,38 @@
+import CBenchmarkPeers
+import Foundation
+
+/// The payloads of the Swift peers, as `Data` — what a daemon hands between threads
+/// and what MessagePort carries — so every Swift row pays for the same payload.
+enum Payloads {
+    /// The 8-byte ping-pong payload: a sequence number, stored inline in `Data`.
+    static func sequence(_ seq: UInt64) -> Data {
+        withUnsafeBytes(of: seq.littleEndian) { Data($0) }
+    }
+
+    /// Reads a ping-pong payload back; nil unless it is exactly 8 bytes.
+    static func sequence(of data: Data) -> UInt64? {
+        guard data.count == 8 else { return nil }
+        return UInt64(littleEndian: data.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
+    }
+
+    /// The 64-byte stream payload (layout: `bench_payload_fill`).
+    static func stream(_ seq: UInt64, last: Bool) -> Data {
+        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: Int(BENCH_PAYLOAD_WORDS)) { words in
+            bench_payload_fill(words.baseAddress, seq, last ? 1 : 0)
+            return Data(bytes: words.baseAddress!, count: Int(BENCH_PAYLOAD_BYTES))
+        }
+    }
+
+    /// Checks a stream payload against `seq`; returns whether it was the last one, or
+    /// nil when it is wrong. (Through `withUnsafeBytes`: `Data.copyBytes(to:)` goes
+    /// through the generic DataProtocol path, which cost more than the queues measured.)
+    static func checkStream(_ data: Data, expected seq: UInt64) -> Bool? {
+        guard data.count == Int(BENCH_PAYLOAD_BYTES) else { return nil }
+        return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: Int(BENCH_PAYLOAD_WORDS)) { words in
+            data.withUnsafeBytes { UnsafeMutableRawBufferPointer(words).copyMemory(from: $0) }
+            var last: Int32 = 0
+            guard bench_payload_check(words.baseAddress, seq, &last) != 0 else { return nil }
+            return last != 0
+        }
+    }
+}

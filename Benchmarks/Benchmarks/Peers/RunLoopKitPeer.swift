@@ -1,0 +1,96 @@
+import Foundation
+import RunLoopKit
+
+/// RunLoopKit: MessagePorts scheduled on ResidentThreads' run loops, and
+/// `ResidentThread.perform`.
+enum RunLoopKitPeer {
+    /// How long a send may wait for queue space. Ping-pong never has more than one
+    /// message queued; the stream blocks only while the receiver drains a full queue.
+    private static let sendTimeout = Duration.seconds(30)
+
+    /// Each thread has a port in its default mode; a ping carries the initiator's port
+    /// as its reply port, and the responder answers through `message.replyPort`.
+    static func pingPong(_ plan: LatencyPlan) -> LatencyMeasurement {
+        let initiator = ResidentThread(name: "pingpong-initiator")
+        let responder = ResidentThread(name: "pingpong-responder")
+        let initiatorPort = makePort()
+        let responderPort = makePort()
+        let trips = RoundTrips(peer: .runLoopKit, plan: plan)
+        @Sendable func ping(_ seq: UInt64) {
+            send(to: responderPort, Payloads.sequence(seq), from: initiatorPort)
+        }
+        responderPort.setHandler { message in
+            let payload = data(of: message)
+            trips.responderReceived(Payloads.sequence(of: payload))
+            guard let replyPort = message.replyPort else { fail("RunLoopKit: a ping arrived without its reply port") }
+            send(to: replyPort, payload, from: nil)
+        }
+        initiatorPort.setHandler { message in
+            if let next = trips.initiatorReceived(Payloads.sequence(of: data(of: message))) {
+                ping(next)
+            }
+        }
+        responder.runLoop.add(responderPort, forMode: .default)
+        initiator.runLoop.add(initiatorPort, forMode: .default)
+        perform(on: initiator) { ping(trips.firstPing()) }
+        let measurement = trips.waitForCompletion()
+        initiatorPort.invalidate()
+        responderPort.invalidate()
+        initiator.stop()
+        responder.stop()
+        return measurement
+    }
+
+    /// The main thread sends to a port with a bounded queue, scheduled on a resident
+    /// thread whose handler checks each message.
+    static func throughput(_ plan: StreamPlan) -> StreamMeasurement {
+        let receiver = ResidentThread(name: "stream-receiver")
+        let port = makePort(queueLimit: plan.queueLimit)
+        let stream = StreamReceiver(peer: .runLoopKit)
+        port.setHandler { message in stream.receive(data(of: message)) }
+        receiver.runLoop.add(port, forMode: .default)
+        let measurement = stream.measure(plan) { payload in send(to: port, payload, from: nil) }
+        port.invalidate()
+        receiver.stop()
+        return measurement
+    }
+
+    static func wakeUp(_ plan: LatencyPlan) -> LatencyMeasurement {
+        let target = ResidentThread(name: "wakeup-target")
+        let wakeups = Wakeups(peer: .runLoopKit)
+        let measurement = wakeups.measure(plan) { seq in perform(on: target) { wakeups.blockRan(seq) } }
+        target.stop()
+        return measurement
+    }
+
+    /// Ping-pong ports keep the default queue limit; the stream's is the plan's bound.
+    private static func makePort(queueLimit: Int? = nil) -> MessagePort {
+        do {
+            if let queueLimit { return try MessagePort(queueLimit: queueLimit) }
+            return try MessagePort()
+        } catch {
+            fail("RunLoopKit: MessagePort(): \(error)")
+        }
+    }
+
+    private static func send(to port: MessagePort, _ payload: Data, from replyPort: MessagePort?) {
+        do {
+            try port.send(msgid: 1, components: [.data(payload)], from: replyPort, timeout: sendTimeout)
+        } catch {
+            fail("RunLoopKit: send failed: \(error)")
+        }
+    }
+
+    private static func perform(on thread: ResidentThread, _ block: @escaping @Sendable () -> Void) {
+        do { try thread.perform(block) } catch { fail("RunLoopKit: perform failed: \(error)") }
+    }
+
+    /// The one `.data` component every message of these benchmarks carries.
+    private static func data(of message: MessagePort.Message) -> Data {
+        guard message.msgid == 1, message.components.count == 1,
+              case .data(let payload) = message.components[0] else {
+            fail("RunLoopKit: a message arrived with msgid \(message.msgid) and \(message.components.count) components")
+        }
+        return payload
+    }
+}

@@ -1,0 +1,76 @@
+import CBenchmarkPeers
+
+/// How long each case runs. Sized so that the default run (two regimes, every peer)
+/// finishes in under 90 s on 2 vCPUs and `--quick` in under 15 s, while the default
+/// still gives ≥ 10^4 samples to the slowest latency row (enough for a p99.9) and
+/// RunLoopKit its full 10M-message stream.
+struct Plans: Sendable {
+    var latency: LatencyPlan
+    var stream: StreamPlan
+
+    init(options: Options) {
+        if options.quick {
+            latency = LatencyPlan(warmup: 500, capacity: 50_000, budget: .milliseconds(120))
+            stream = StreamPlan(warmup: 5_000, maxMessages: options.streamMessages ?? 300_000,
+                                budget: .milliseconds(300))
+        } else {
+            latency = LatencyPlan(warmup: 2_000, capacity: 200_000, budget: .milliseconds(1_000))
+            stream = StreamPlan(warmup: 50_000, maxMessages: options.streamMessages ?? 10_000_000,
+                                budget: .seconds(3))
+        }
+        stream.warmup = min(stream.warmup, stream.maxMessages / 10)
+    }
+
+    /// The stream `peer` sends. RunLoopKit sends all of `maxMessages` (its budget is
+    /// only a guard, half the case timeout), because flat memory over a long stream is
+    /// one of DESIGN §5's claims about it; the peers stop at the budget, which keeps the
+    /// slow ones (Foundation at a few hundred thousand messages per second) from
+    /// dominating the run time.
+    func stream(for peer: Peer) -> StreamPlan {
+        guard peer == .runLoopKit else { return stream }
+        var long = stream
+        long.budget = caseTimeout / 2
+        return long
+    }
+
+    /// An upper bound on one case's wall time, after which the parent kills the child
+    /// and fails: a hung peer must not hang the run.
+    var caseTimeout: Duration {
+        max(latency.budget, stream.budget) * 6 + .seconds(30)
+    }
+}
+
+/// A latency run: `warmup` samples are discarded, then samples are recorded until
+/// `capacity` are in or `budget` has passed since the first recorded one.
+struct LatencyPlan: Sendable {
+    var warmup: Int
+    var capacity: Int
+    var budget: Duration
+
+    var budgetNanoseconds: UInt64 { budget.nanoseconds }
+}
+
+/// A throughput stream: `warmup` messages before the clock starts, then until
+/// `maxMessages` in all or `budget` since the warm-up, whichever comes first.
+struct StreamPlan: Sendable {
+    var warmup: Int
+    var maxMessages: Int
+    var budget: Duration
+    /// The bound of every queue: MessagePort's queueLimit, the C ring's slots and the
+    /// credit window of the unbounded Swift peers.
+    var queueLimit = 1024
+
+    var budgetNanoseconds: UInt64 { budget.nanoseconds }
+
+    var cPlan: bench_stream_plan {
+        bench_stream_plan(max_messages: UInt64(maxMessages), warmup: UInt64(warmup),
+                          budget_ns: budgetNanoseconds, queue_limit: UInt32(queueLimit))
+    }
+}
+
+extension Duration {
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+
+/// The human-readable table: one row per case, every peer side by side.
+enum Table {
+    private struct Column: Sendable {
+        var title: String
+        var width: Int
+        var leftAligned = false
+        var value: @Sendable (Report, CaseResult) -> String
+    }
+
+    private static let columns: [Column] = [
+        Column(title: "workload", width: 10, leftAligned: true) { _, r in r.benchmarkCase.workload.rawValue },
+        Column(title: "regime", width: 8, leftAligned: true) { _, r in r.benchmarkCase.regime.rawValue },
+        Column(title: "peer", width: 18, leftAligned: true) { _, r in r.benchmarkCase.peer.rawValue },
+        Column(title: "p50 µs", width: 8) { _, r in micros(r.p50) },
+        Column(title: "p99 µs", width: 8) { _, r in micros(r.p99) },
+        Column(title: "p99.9 µs", width: 9) { _, r in micros(r.p999) },
+        Column(title: "mean µs", width: 8) { _, r in micros(r.mean) },
+        Column(title: "msgs/s", width: 9) { _, r in rate(r.messagesPerSecond) },
+        Column(title: "×C", width: 6) { report, r in report.ratio(r).map { String(format: "%.2f", $0) } ?? "—" },
+        Column(title: "allocs/msg", width: 10) { _, r in String(format: "%.2f", r.allocationsPerMessage) },
+        Column(title: "B/msg", width: 7) { _, r in String(format: "%.0f", r.bytesPerMessage) },
+        Column(title: "same CPU", width: 8) { _, r in r.sameCPUShare.map { String(format: "%.0f%%", $0 * 100) } ?? "—" },
+        Column(title: "peak RSS", width: 9) { _, r in mebibytes(r.peakRSSBytes) },
+        Column(title: "RSS Δ", width: 9) { _, r in r.rssGrowthBytes.map(mebibytes) ?? "—" },
+    ]
+
+    static func render(_ report: Report) -> String {
+        var lines = [report.machine.line + (report.quick ? " (--quick)" : "")]
+        lines.append("""
+            pingpong: round trip, 8-byte payload; perform: one-way wake-up latency; \
+            throughput: 64-byte payloads, queue bound 1024.
+            ×C: p50 ÷ C eventfd's p50 (latency; lower is better), msgs/s ÷ C ring + eventfd's \
+            (throughput; higher is better), same workload and regime.
+            allocs/msg, B/msg: whole process, steady state, per one-way message. \
+            same CPU: share of samples with both threads on one CPU. \
+            RSS Δ: growth over the stream after warm-up.
+            """)
+        lines.append("")
+        lines.append(row(columns.map(\.title)))
+        var previousGroup: (Workload, Regime)?
+        for result in report.results {
+            let group = (result.benchmarkCase.workload, result.benchmarkCase.regime)
+            if let previousGroup, previousGroup != group { lines.append("") }
+            previousGroup = group
+            lines.append(row(columns.map { $0.value(report, result) }))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private static func row(_ cells: [String]) -> String {
+        zip(columns, cells).map { column, cell in
+            let padding = String(repeating: " ", count: max(column.width - cell.count, 0))
+            return column.leftAligned ? cell + padding : padding + cell
+        }.joined(separator: "  ")
+    }
+
+    private static func micros(_ value: Double?) -> String {
+        guard let value else { return "—" }
+        return String(format: value < 100 ? "%.2f" : "%.0f", value)
+    }
+
+    private static func rate(_ value: Double?) -> String {
+        guard let value else { return "—" }
+        return value >= 1e6 ? String(format: "%.2fM", value / 1e6) : String(format: "%.0fk", value / 1e3)
+    }
+
+    private static func mebibytes(_ bytes: Int64) -> String {
+        String(format: "%.1f MiB", Double(bytes) / 1_048_576)
+    }
+}

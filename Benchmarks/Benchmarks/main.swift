@@ -1,0 +1,48 @@
+import Foundation
+
+/// `swift run -c release Benchmarks`: measures what a message handoff between two
+/// threads costs with RunLoopKit and with the peers a daemon author would otherwise
+/// use, side by side in one run (DESIGN §5). Each case runs in its own child process
+/// (`ChildProcess`); this parent collects the rows, prints the table and the bars, and
+/// writes `--json`.
+
+let options: Options
+do {
+    options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("\(error)\n".utf8))
+    exit(2)
+}
+let plans = Plans(options: options)
+
+if let benchmarkCase = options.childCase {
+    ChildProcess.serve(benchmarkCase, plans: plans)
+    exit(0)
+}
+
+let machine = Machine.current()
+var results: [CaseResult] = []
+for regime in options.regimes {
+    for workload in options.workloads {
+        for peer in Catalogue.peers(for: workload) where options.peers.contains(peer) {
+            let benchmarkCase = BenchmarkCase(workload: workload, peer: peer, regime: regime)
+            FileHandle.standardError.write(Data("  running \(benchmarkCase)\n".utf8))
+            results.append(ChildProcess.run(benchmarkCase, options: options, timeout: plans.caseTimeout))
+        }
+    }
+}
+
+let report = Report(machine: machine, quick: options.quick, results: results)
+let bars = Bar.evaluate(report)
+print("")
+print(Table.render(report))
+print("\nBars (DESIGN §5, pinned regime, same run):")
+for bar in bars { print(bar.line) }
+
+if let path = options.jsonPath {
+    do {
+        try JSONReport.render(report, bars: bars).write(toFile: path, atomically: true, encoding: .utf8)
+    } catch {
+        fail("cannot write \(path): \(error)")
+    }
+}

@@ -1,0 +1,168 @@
+#ifndef CBENCHMARKPEERS_H
+#define CBENCHMARKPEERS_H
+
+/// The C side of the benchmarks: the C peers every Swift row is compared with, the
+/// process-wide allocation counter, and the few Linux calls whose macros Swift cannot
+/// import (cpu_set_t, CF's run-loop wake-up).
+///
+/// Every peer verifies what it receives and reports a failure string instead of a
+/// number when anything is wrong, so no row can be fast by being wrong.
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+// ---- Clock --------------------------------------------------------------------
+
+/// CLOCK_MONOTONIC in nanoseconds. Every peer, C or Swift, stamps with this one
+/// function so that the cost of reading the clock is the same in every row.
+static inline uint64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// ---- Allocation counter (alloc_counter.c) -------------------------------------
+
+/// Allocations and bytes requested since the process started, counted by this
+/// target's malloc/calloc/realloc/memalign family, which interposes glibc's for
+/// the whole process (Swift runtime, Foundation, Dispatch and NIO included).
+typedef struct bench_alloc_counts {
+    uint64_t allocations;
+    uint64_t bytes;
+} bench_alloc_counts;
+
+bench_alloc_counts bench_alloc_snapshot(void);
+
+// ---- Platform (platform.c) ------------------------------------------------------
+
+/// Restricts the calling thread to the lowest CPU it may run on (CPU 0 on an
+/// unrestricted machine). Threads created afterwards inherit the mask. Returns the
+/// CPU, or -1 with errno set.
+int bench_pin_current_thread_to_first_cpu(void);
+
+/// The CPU the calling thread is running on (sched_getcpu), -1 if unknown.
+int bench_current_cpu(void);
+
+/// Resident set size now, from /proc/self/statm, read without allocating.
+uint64_t bench_rss_bytes(void);
+
+/// A blocking eventfd used as a binary "it happened" signal between threads:
+/// `signal` adds one, `wait` sleeps in the kernel until the counter is non-zero and
+/// resets it. Returns -1 from `new` on failure.
+int bench_event_new(void);
+void bench_event_signal(int fd);
+void bench_event_wait(int fd);
+void bench_event_close(int fd);
+
+// ---- Foundation RunLoop on Linux (foundation_runloop.c) ------------------------
+
+/// CFRunLoopGetCurrent / CFRunLoopWakeUp, which Foundation on Linux exports but does
+/// not declare to Swift. RunLoop.perform only enqueues; without the wake-up a
+/// sleeping Foundation run loop never runs the block.
+void *bench_cf_runloop_current(void);
+void bench_cf_runloop_wake_up(void *runloop);
+void bench_cf_runloop_stop(void *runloop);
+
+// ---- Credit window (window.c) ----------------------------------------------------
+
+/// Bounds an otherwise unbounded queue (DispatchQueue, EventLoop.execute,
+/// RunLoop.perform) to `limit` messages in flight, the way MessagePort's queueLimit
+/// and the C ring bound theirs. The sender sleeps in the kernel when the window is
+/// full and is woken only when it is half empty again, so a full window costs one
+/// wake-up per limit/2 messages, not one per message.
+typedef struct bench_window bench_window;
+
+bench_window *bench_window_new(uint32_t limit);
+void bench_window_free(bench_window *window);
+/// Sender side: takes one credit, sleeping while none is left.
+void bench_window_acquire(bench_window *window);
+/// Receiver side: returns one credit, waking a sleeping sender at the low watermark.
+void bench_window_release(bench_window *window);
+
+// ---- Payloads -----------------------------------------------------------------------
+
+/// The 64-byte throughput payload: word 0 is the sequence number, words 1-6 a pattern
+/// derived from it, word 7 is 1 on the last message of the stream and 0 otherwise.
+/// Every receiver checks all eight words.
+enum { BENCH_PAYLOAD_WORDS = 8, BENCH_PAYLOAD_BYTES = 64 };
+
+static inline void bench_payload_fill(uint64_t *words, uint64_t seq, int last) {
+    words[0] = seq;
+    for (int k = 1; k < 7; k++) words[k] = seq ^ ((uint64_t)k * 0x9E3779B97F4A7C15u);
+    words[7] = last ? 1u : 0u;
+}
+
+/// Returns 1 when `words` is the payload of `expected_seq`, and sets *last.
+static inline int bench_payload_check(const uint64_t *words, uint64_t expected_seq, int *last) {
+    if (words[0] != expected_seq || words[7] > 1) return 0;
+    for (int k = 1; k < 7; k++)
+        if (words[k] != (expected_seq ^ ((uint64_t)k * 0x9E3779B97F4A7C15u))) return 0;
+    *last = (int)words[7];
+    return 1;
+}
+
+// ---- Latency runs (ping-pong and perform) ---------------------------------------
+
+/// What a latency run measures: `warmup` round trips are discarded, then samples are
+/// recorded until `capacity` are in or `budget_ns` has passed since the first one.
+typedef struct bench_latency_plan {
+    uint64_t *samples;      // capacity slots, filled with nanoseconds
+    size_t capacity;
+    size_t warmup;
+    uint64_t budget_ns;
+} bench_latency_plan;
+
+typedef struct bench_latency_result {
+    size_t count;           // samples recorded
+    size_t same_cpu;        // samples during which both threads were on the same CPU
+    uint64_t messages;      // one-way messages in the measured window, verified by both sides
+    bench_alloc_counts allocs_begin, allocs_end;  // around the measured window
+    const char *failure;    // NULL when every message verified
+} bench_latency_result;
+
+/// Ping-pong, two threads, each blocked in read(2) on its own eventfd; the 8-byte
+/// payload is the eventfd counter value itself (sequence number + 1).
+void bench_eventfd_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// Ping-pong, two threads, blocking send/recv of 8-byte packets on an
+/// AF_UNIX SOCK_SEQPACKET socketpair.
+void bench_socketpair_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// Ping-pong, two threads each running its own sd_event loop (libsystemd) with an io
+/// source on its eventfd; handlers read the ping and write the pong.
+void bench_sdevent_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// One-way wake-up latency: the calling thread writes an eventfd that a second thread
+/// is blocked reading; the sample is the time from before the write to the wake-up.
+void bench_eventfd_wakeup(const bench_latency_plan *plan, bench_latency_result *result);
+
+// ---- Throughput runs -------------------------------------------------------------------
+
+/// What a stream measures: `warmup` messages are sent before the clock starts; the
+/// stream ends after `max_messages` or once `budget_ns` has passed since the warm-up.
+typedef struct bench_stream_plan {
+    uint64_t max_messages;
+    uint64_t warmup;
+    uint64_t budget_ns;
+    uint32_t queue_limit;   // ring slots; must be a power of two
+} bench_stream_plan;
+
+typedef struct bench_stream_result {
+    uint64_t messages;      // messages received after the warm-up, each verified
+    uint64_t elapsed_ns;    // from the end of the warm-up to the last receive
+    bench_alloc_counts allocs_begin, allocs_end;
+    uint64_t rss_begin, rss_end;
+    const char *failure;
+} bench_stream_result;
+
+/// Bounded single-producer single-consumer ring of 64-byte slots. The consumer is woken
+/// through an eventfd only when it announced it may sleep; a producer that found the
+/// ring full sleeps on a second eventfd until the consumer has drained what it saw.
+void bench_ring_throughput(const bench_stream_plan *plan, bench_stream_result *result);
+
+/// Blocking send of 64-byte packets over an AF_UNIX SOCK_SEQPACKET socketpair; the
+/// socket buffer is the bound.
+void bench_socketpair_throughput(const bench_stream_plan *plan, bench_stream_result *result);
+
+#endif

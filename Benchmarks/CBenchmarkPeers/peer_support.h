@@ -1,0 +1,68 @@
+#ifndef BENCH_PEER_SUPPORT_H
+#define BENCH_PEER_SUPPORT_H
+
+/// What the C peers share: blocking, EINTR-safe 8-byte reads and writes, and the
+/// latency recorder that turns round trips into samples the same way for every peer.
+
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "CBenchmarkPeers.h"
+
+/// A sequence number no ping ever carries: tells the responder to exit.
+#define BENCH_STOP_VALUE (UINT64_C(1) << 62)
+/// Sent back by a responder that rejected a message, so the initiator fails too
+/// instead of waiting for a reply that will never come.
+#define BENCH_POISON_VALUE (UINT64_C(1) << 61)
+
+static inline int bench_read_u64(int fd, uint64_t *value) {
+    ssize_t n;
+    while ((n = read(fd, value, sizeof *value)) < 0 && errno == EINTR) {}
+    return n == (ssize_t)sizeof *value ? 0 : -1;
+}
+
+static inline int bench_write_u64(int fd, uint64_t value) {
+    ssize_t n;
+    while ((n = write(fd, &value, sizeof value)) < 0 && errno == EINTR) {}
+    return n == (ssize_t)sizeof value ? 0 : -1;
+}
+
+typedef struct bench_latency_recorder {
+    const bench_latency_plan *plan;
+    bench_latency_result *result;
+    uint64_t messages_per_sample;  // 2 for a round trip, 1 for a one-way wake-up
+    uint64_t rounds;               // samples offered so far, warm-up included
+    uint64_t started_ns;
+} bench_latency_recorder;
+
+static inline void bench_recorder_start_window(bench_latency_recorder *r) {
+    r->result->allocs_begin = bench_alloc_snapshot();
+    r->started_ns = bench_now_ns();
+}
+
+static inline void bench_recorder_init(bench_latency_recorder *r, const bench_latency_plan *plan,
+                                       bench_latency_result *result, uint64_t messages_per_sample) {
+    *r = (bench_latency_recorder){ .plan = plan, .result = result,
+                                   .messages_per_sample = messages_per_sample };
+    *result = (bench_latency_result){ 0 };
+    if (plan->warmup == 0) bench_recorder_start_window(r);
+}
+
+/// Offers one sample taken at `now_ns`; returns 0 once the run is complete.
+static inline int bench_recorder_add(bench_latency_recorder *r, uint64_t sample_ns, int same_cpu,
+                                     uint64_t now_ns) {
+    if (r->rounds++ < r->plan->warmup) {
+        if (r->rounds == r->plan->warmup) bench_recorder_start_window(r);
+        return 1;
+    }
+    bench_latency_result *result = r->result;
+    r->plan->samples[result->count++] = sample_ns;
+    result->same_cpu += same_cpu ? 1 : 0;
+    result->messages += r->messages_per_sample;
+    if (result->count < r->plan->capacity && now_ns - r->started_ns < r->plan->budget_ns) return 1;
+    result->allocs_end = bench_alloc_snapshot();
+    return 0;
+}
+
+#endif

@@ -1,0 +1,64 @@
+/// Linux calls the Swift side needs but cannot import cleanly: cpu_set_t is a macro
+/// API, and reading /proc through Foundation would allocate inside measured windows.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "CBenchmarkPeers.h"
+
+int bench_pin_current_thread_to_first_cpu(void) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        return sched_setaffinity(0, sizeof one, &one) == 0 ? cpu : -1;
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+int bench_current_cpu(void) {
+    return sched_getcpu();
+}
+
+uint64_t bench_rss_bytes(void) {
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char text[128];
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    text[n] = '\0';
+    // statm: size resident shared text lib data dt, in pages.
+    char *cursor = text;
+    strtoull(cursor, &cursor, 10);
+    uint64_t resident_pages = strtoull(cursor, NULL, 10);
+    return resident_pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+int bench_event_new(void) {
+    return eventfd(0, EFD_CLOEXEC);
+}
+
+void bench_event_signal(int fd) {
+    uint64_t one = 1;
+    while (write(fd, &one, sizeof one) < 0 && errno == EINTR) {}
+}
+
+void bench_event_wait(int fd) {
+    uint64_t value;
+    while (read(fd, &value, sizeof value) < 0 && errno == EINTR) {}
+}
+
+void bench_event_close(int fd) {
+    close(fd);
+}
