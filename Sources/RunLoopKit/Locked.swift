@@ -6,7 +6,8 @@ import Synchronization
 /// (key paths, shared `ModeState` objects) cannot offer.
 final class Locked<Value>: @unchecked Sendable {
     private let mutex = Mutex<Void>(())
-    private var value: Value
+    // Guarded by `mutex`; the runtime exclusivity check would only repeat what the lock ensures.
+    @exclusivity(unchecked) private var value: Value
 
     init(_ value: Value) { self.value = value }
 

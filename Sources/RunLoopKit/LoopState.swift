@@ -7,8 +7,11 @@
 final class ModeState {
     let mode: ThreadRunLoop.Mode
     let epoll: Epoll
-    var items = ItemSet()
-    private(set) var source1ByToken: [UInt64: Source1] = [:]
+    // Guarded by the loop's state lock (see the type's comment).
+    @exclusivity(unchecked) var items = ItemSet()
+    @exclusivity(unchecked) private var source1ByToken: [UInt64: Source1] = [:]
+    /// The same, as a list: with the few Source1s a mode usually has, a linear scan beats hashing.
+    @exclusivity(unchecked) private var source1List: [(token: UInt64, source: Source1)] = []
 
     init(mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) {
         self.mode = mode
@@ -35,9 +38,18 @@ final class ModeState {
 
     /// Adds one descriptor of a Source1 (also used when a port gains its connection set after
     /// it was scheduled). Registering a descriptor twice is a no-op.
+    /// The Source1 registered under `token` (loop lock held).
+    func source1(for token: UInt64) -> Source1? {
+        if source1List.count <= 16 {
+            return source1List.first { $0.token == token }?.source
+        }
+        return source1ByToken[token]
+    }
+
     func register(_ registration: Source1Registration) {
         guard source1ByToken[registration.token] == nil else { return }
         source1ByToken[registration.token] = registration.source
+        source1List.append((registration.token, registration.source))
         do {
             try epoll.add(registration.descriptor, interest: registration.interest, token: registration.token)
         } catch {
@@ -47,6 +59,7 @@ final class ModeState {
 
     private func unregister(_ registration: Source1Registration) {
         source1ByToken[registration.token] = nil
+        source1List.removeAll { $0.token == registration.token }
         epoll.remove(registration.descriptor)
     }
 }
@@ -74,9 +87,9 @@ struct LoopState {
         blocks.contains { blockMatches($0, mode) }
     }
 
-    /// Whether a run of `mode` has anything to service (DESIGN §3.1).
-    func modeIsAlive(_ mode: ThreadRunLoop.Mode) -> Bool {
-        (modes[mode]?.items.keepsModeAlive ?? false) || hasBlocks(for: mode)
+    /// Whether a run of the mode has anything to service (DESIGN §3.1).
+    func modeIsAlive(_ modeState: ModeState) -> Bool {
+        modeState.items.keepsModeAlive || hasBlocks(for: modeState.mode)
     }
 
     /// Whether `item` is still in any mode (or the common set) of this loop.

@@ -19,31 +19,33 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Mutable state, touched only with `lock` held (see `ConditionLock`).
     final class State {
+        // Every field is guarded by the port's lock (or, for `batch`, owned by the delivering
+        // thread); the runtime exclusivity check would only repeat that.
         let queue = RingBuffer<Message>()
         /// The batch being delivered, moved out of `queue` under the lock and delivered outside
         /// it; touched only by the delivering thread while `delivering` is set.
         let batch = RingBuffer<Message>()
-        var delivering = false
+        @exclusivity(unchecked) var delivering = false
         /// The doorbell was rung and the receiver has not drained the queue since.
-        var doorbellRung = false
-        var waitingSenders = 0
-        var handler: (@Sendable (Message) -> Void)?
-        weak var delegate: (any Delegate)?
+        @exclusivity(unchecked) var doorbellRung = false
+        @exclusivity(unchecked) var waitingSenders = 0
+        @exclusivity(unchecked) var handler: (@Sendable (Message) -> Void)?
+        @exclusivity(unchecked) weak var delegate: (any Delegate)?
         /// A handler or delegate was set; a stored flag so `send` need not load the weak delegate.
         /// A delegate that went away is noticed (and this cleared) at delivery.
-        var hasReceiver = false
-        var invalidationHandler: (@Sendable (MessagePort) -> Void)?
-        var discarded = 0
+        @exclusivity(unchecked) var hasReceiver = false
+        @exclusivity(unchecked) var invalidationHandler: (@Sendable (MessagePort) -> Void)?
+        @exclusivity(unchecked) var discarded = 0
         /// The receive ends of send rights (cross-process senders), created on first use.
-        var connections: PortConnections?
+        @exclusivity(unchecked) var connections: PortConnections?
         /// Frames may be waiting on a connection: set by the connection set's epoll edge,
         /// cleared once every ready connection was read to EAGAIN.
-        var connectionsNeedRead = false
+        @exclusivity(unchecked) var connectionsNeedRead = false
         /// The send right this port puts in messages it is a component or reply port of: one
         /// socket end kept here and sent (the kernel duplicates it in flight) every time, so
         /// passing a port costs no socketpair per message.
-        var sharedSendRight: SeqPacketSocket?
-        var transportErrorHandler: (@Sendable (PortError) -> Void)?
+        @exclusivity(unchecked) var sharedSendRight: SeqPacketSocket?
+        @exclusivity(unchecked) var transportErrorHandler: (@Sendable (PortError) -> Void)?
 
         /// The handler, else the delegate (strongly held for the batch being delivered).
         var receiver: Receiver? {
@@ -302,8 +304,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     var hasDeliverableMessages: Bool { deliverable.load(ordering: .acquiring) }
 
     /// Delivers up to `limit` messages, in order, on the calling (receiving loop's) thread.
-    /// Returns how many were delivered. A delivery nested in a handler's own nested run takes
-    /// one message at a time, since the outer delivery still owns the batch buffer.
+    /// Returns how many were delivered.
     func deliver(upTo limit: Int) -> Int {
         lock.lock()
         guard membership.isValid, !state.queue.isEmpty, let receiver = state.receiver else {
@@ -315,7 +316,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             lock.unlock()
             return 0
         }
-        if state.delivering {
+        // One message at a time when only one is wanted or waiting (no batch bookkeeping, one
+        // lock round), and in a delivery nested in a handler's own nested run, since the outer
+        // delivery still owns the batch buffer.
+        if state.delivering || limit == 1 || state.queue.count == 1 {
             let message = state.queue.popFirst()!
             didTakeLocked()
             lock.unlock()

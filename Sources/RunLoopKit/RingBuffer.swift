@@ -2,10 +2,11 @@
 /// the steady state (capacity only grows, in powers of two). Not thread-safe: its owner
 /// guards it with a lock.
 final class RingBuffer<Element> {
-    private var storage: UnsafeMutablePointer<Element>
-    private var capacity: Int
-    private var head = 0
-    private(set) var count = 0
+    // Always used under its owner's lock; the runtime exclusivity check would only repeat that.
+    @exclusivity(unchecked) private var storage: UnsafeMutablePointer<Element>
+    @exclusivity(unchecked) private var capacity: Int
+    @exclusivity(unchecked) private var head = 0
+    @exclusivity(unchecked) private(set) var count = 0
 
     init(initialCapacity: Int = 16) {
         capacity = max(1, initialCapacity).nextPowerOfTwo

@@ -5,15 +5,27 @@ extension ThreadRunLoop {
     /// String comparison.
     public struct Mode: Hashable, Sendable, RawRepresentable, ExpressibleByStringLiteral, CustomStringConvertible {
         public let rawValue: String
+        /// The name's hash, computed once: modes are looked up on every run invocation, and
+        /// hashing the name each time would cost more than the rest of the lookup.
+        private let nameHash: Int
 
         /// A mode named `rawValue`.
-        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(rawValue: String) {
+            self.rawValue = rawValue
+            nameHash = rawValue.hashValue
+        }
 
         /// A mode named `name`.
-        public init(_ name: String) { self.rawValue = name }
+        public init(_ name: String) { self.init(rawValue: name) }
 
         /// A mode written as a string literal: `let mode: ThreadRunLoop.Mode = "tracking"`.
-        public init(stringLiteral value: String) { self.rawValue = value }
+        public init(stringLiteral value: String) { self.init(rawValue: value) }
+
+        public static func == (lhs: Mode, rhs: Mode) -> Bool {
+            lhs.nameHash == rhs.nameHash && lhs.rawValue == rhs.rawValue
+        }
+
+        public func hash(into hasher: inout Hasher) { hasher.combine(nameHash) }
 
         /// The mode `run()` and `run(until:)` use. It is a common mode from the start.
         public static let `default` = Mode("kCFRunLoopDefaultMode")

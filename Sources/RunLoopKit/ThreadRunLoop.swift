@@ -28,6 +28,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private let waiting = Atomic<Bool>(false)
     private let stopRequested = Atomic<Bool>(false)
     private let pendingBlockCount = Atomic<Int>(0)
+    /// Buffers for run invocations, reused so a steady pass allocates nothing. Loop thread only.
+    private let scratchPool = LoopThreadOnly<[PassScratch]>([])
+    /// The state of the mode the last invocation ran (modes are never removed), so running the
+    /// same mode again needs no dictionary lookup. Loop thread only.
+    private let lastModeState = LoopThreadOnly<ModeState?>(nil)
 
     init(owner: ThreadID) {
         self.owner = owner
@@ -152,19 +157,30 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             thread; reach another thread with perform(inModes:) or ResidentThread.perform)
             """)
         guard mode != .common else { return .finished }
+        let cached = lastModeState.value.flatMap { $0.mode == mode ? $0 : nil }
         let modeState: ModeState? = state.withLock { state in
-            guard keepAlive || state.modeIsAlive(mode) else { return nil }
+            if let existing = cached ?? state.modes[mode] {
+                guard keepAlive || state.modeIsAlive(existing) else { return nil }
+                state.modeStack.append(mode)
+                return existing
+            }
+            guard keepAlive else { return nil }
             state.modeStack.append(mode)
             return state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
         }
         guard let modeState else { return .finished }
-        defer { state.withLock { _ = $0.modeStack.popLast() } }
+        lastModeState.value = modeState
+        let scratch = scratchPool.value.popLast() ?? PassScratch()
+        defer {
+            state.withLock { _ = $0.modeStack.popLast() }
+            scratchPool.value.append(scratch)
+        }
 
         notify(.entry, observers(of: modeState))
         var result: RunResult? = stopRequested.exchange(false, ordering: .sequentiallyConsistent) ? .stopped : nil
         var firstPass = true
         while result == nil {
-            result = runPass(modeState, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled,
+            result = runPass(modeState, scratch, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled,
                              keepAlive: keepAlive, firstPass: firstPass)
             firstPass = false
         }
@@ -174,7 +190,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     /// One pass of the loop, in the order of DESIGN §3.2 (__CFRunLoopRun's body). Returns the
     /// invocation's result once an exit condition holds, nil to go round again.
-    private func runPass(_ modeState: ModeState, deadline: ContinuousClock.Instant?,
+    private func runPass(_ modeState: ModeState, _ scratch: PassScratch, deadline: ContinuousClock.Instant?,
                          returnAfterSourceHandled: Bool, keepAlive: Bool, firstPass: Bool) -> RunResult? {
         // Anything asked of the loop before this point is seen by this pass.
         wakePending.store(false, ordering: .sequentiallyConsistent)
@@ -182,7 +198,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
         notify(.beforeTimers, items.observers)
         notify(.beforeSources, items.observers)
-        var handled = runBlocks(of: modeState.mode, onlyOne: returnAfterSourceHandled)
+        var handled = runBlocks(of: modeState.mode, onlyOne: returnAfterSourceHandled, using: scratch)
         if !(handled && returnAfterSourceHandled),
            runSources0(items.sources, stopAfterFirst: returnAfterSourceHandled) {
             handled = true
@@ -192,21 +208,22 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // A Source1 that is already ready is handled without sleeping. Ports know it in memory;
         // fd readiness costs a zero-timeout poll, done once per invocation and after any pass
         // that ran sources (which must not sleep anyway).
-        var ready = items.ports.compactMap { $0.hasDeliverableMessages ? Source1Event.port($0) : nil }
-        if ready.isEmpty {
+        scratch.ready.removeAll()
+        for port in items.ports where port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
+        if scratch.ready.isEmpty {
             if handled || firstPass || wakeUpOrStopPending {
-                ready = waitForSource1(modeState, timeout: .zero, consumeWakeUp: false).ready
+                _ = waitForSource1(modeState, timeout: .zero, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
-            if ready.isEmpty && !handled && !wakeUpOrStopPending {
+            if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending {
                 notify(.beforeWaiting, items.observers)
-                ready = sleep(modeState, timers: items.timers, deadline: deadline)
+                sleep(modeState, timers: items.timers, deadline: deadline, into: scratch)
                 notify(.afterWaiting, items.observers)
             }
         }
 
         fireDueTimers(items.timers)
-        if handleSource1(ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
+        if handleSource1(scratch.ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
             handled = true
         }
 
@@ -215,7 +232,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         if stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .sequentiallyConsistent) {
             return .stopped
         }
-        if !keepAlive && !state.withLock({ $0.modeIsAlive(modeState.mode) }) { return .finished }
+        if !keepAlive && !state.withLock({ $0.modeIsAlive(modeState) }) { return .finished }
         return nil
     }
 
@@ -225,31 +242,39 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         state.withLock { _ in modeState.items.observers }
     }
 
+    @inline(__always)
     private func notify(_ activity: Activity, _ observers: [RunLoopObserver]) {
+        guard !observers.isEmpty else { return }
         for observer in observers where observer.activities.contains(activity) {
             observer.fire(self, activity)
         }
     }
 
     /// Runs the pending blocks of `mode` in FIFO order (one when `onlyOne`).
-    private func runBlocks(of mode: Mode, onlyOne: Bool) -> Bool {
+    private func runBlocks(of mode: Mode, onlyOne: Bool, using scratch: PassScratch) -> Bool {
         guard pendingBlockCount.load(ordering: .acquiring) > 0 else { return false }
-        let taken: [PendingBlock] = state.withLock { state in
-            var taken: [PendingBlock] = []
-            var kept: [PendingBlock] = []
-            for block in state.blocks {
-                if !(onlyOne && !taken.isEmpty) && state.blockMatches(block, mode) {
-                    taken.append(block)
-                } else {
-                    kept.append(block)
-                }
+        state.withLock { state in
+            let modeIsCommon = state.commonModes.contains(mode)
+            func matches(_ block: PendingBlock) -> Bool {
+                block.modes.contains(mode) || (modeIsCommon && block.modes.contains(.common))
             }
-            state.blocks = kept
-            return taken
+            if !onlyOne && state.blocks.allSatisfy(matches) {
+                // The usual case: take them all by swapping buffers, which allocates nothing.
+                swap(&scratch.blocks, &state.blocks)
+                return
+            }
+            var takenOne = false
+            state.blocks.removeAll { block in
+                guard !(onlyOne && takenOne), matches(block) else { return false }
+                scratch.blocks.append(block)
+                takenOne = true
+                return true
+            }
         }
-        guard !taken.isEmpty else { return false }
-        pendingBlockCount.subtract(taken.count, ordering: .relaxed)
-        for pending in taken { pending.block() }
+        guard !scratch.blocks.isEmpty else { return false }
+        pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
+        for pending in scratch.blocks { pending.block() }
+        scratch.blocks.removeAll(keepingCapacity: true)
         return true
     }
 
@@ -276,9 +301,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// Delivers ready port messages and fd events in arrival order, at most `budget` of them.
-    private func handleSource1(_ ready: [Source1Event], budget: Int) -> Int {
+    /// Events left over (budget spent) are dropped: a port still holding messages is found
+    /// again in memory, a level-triggered fd by the next epoll_wait.
+    private func handleSource1(_ ready: RingBuffer<Source1Event>, budget: Int) -> Int {
         var remaining = budget
-        for event in ready where remaining > 0 {
+        defer { ready.removeAll() }
+        while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
                 remaining -= port.service(upTo: remaining)
@@ -299,7 +327,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// earliest timer's tolerance window closes, or `deadline` passes. Edges that turn out to
     /// carry no work (a doorbell whose messages an earlier pass already delivered) do not end
     /// the sleep.
-    private func sleep(_ modeState: ModeState, timers: [RunLoopTimer], deadline: ContinuousClock.Instant?) -> [Source1Event] {
+    private func sleep(_ modeState: ModeState, timers: [RunLoopTimer], deadline: ContinuousClock.Instant?,
+                       into scratch: PassScratch) {
         var wakeAt = deadline
         for timer in timers {
             if let date = timer.wakeDate, wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
@@ -308,8 +337,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         defer { waiting.store(false, ordering: .releasing) }
         while true {
             let timeout = wakeAt.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
-            let (ready, woken) = waitForSource1(modeState, timeout: timeout, consumeWakeUp: true)
-            if woken || !ready.isEmpty { return ready }
+            let woken = waitForSource1(modeState, timeout: timeout, consumeWakeUp: true, into: scratch)
+            if woken || !scratch.ready.isEmpty { return }
         }
     }
 
@@ -317,47 +346,44 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         wakePending.load(ordering: .relaxed) || stopRequested.load(ordering: .relaxed)
     }
 
-    /// One epoll_wait on the mode's set. `woken` reports a real wake-up (when `consumeWakeUp`),
-    /// a timeout or EINTR; ports whose doorbell edge carries no deliverable message are dropped.
-    private func waitForSource1(_ modeState: ModeState, timeout: Duration?,
-                                consumeWakeUp: Bool) -> (ready: [Source1Event], woken: Bool) {
-        var tokens: [(token: UInt64, events: FileDescriptorSource.Events, hungUp: Bool)] = []
+    /// One epoll_wait on the mode's set, appending what is ready to `scratch.ready`. Returns
+    /// true for a real wake-up (when `consumeWakeUp`), a timeout or EINTR; ports whose doorbell
+    /// edge carries no deliverable message are left out.
+    private func waitForSource1(_ modeState: ModeState, timeout: Duration?, consumeWakeUp: Bool,
+                                into scratch: PassScratch) -> Bool {
         let count: Int
         do {
-            count = try modeState.epoll.wait(timeout: timeout) { event in
-                var events: FileDescriptorSource.Events = []
-                if event.readable || event.failed { events.insert(.readable) }
-                if event.writable || event.failed { events.insert(.writable) }
-                tokens.append((event.token, events, event.hungUp))
-            }
+            count = try modeState.epoll.wait(timeout: timeout) { scratch.events.append($0) }
         } catch {
             preconditionFailure("RunLoopKit: epoll_wait failed in mode \(modeState.mode): \(error)")
         }
-        if count == 0 { return ([], true) }
+        if count == 0 { return true }
         var woken = false
-        var ready: [Source1Event] = []
         state.withLock { _ in
-            for (token, events, hungUp) in tokens {
-                if token == Self.wakeToken {
+            while let event = scratch.events.popFirst() {
+                if event.token == Self.wakeToken {
                     if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }
                     continue
                 }
-                switch modeState.source1ByToken[token] {
+                switch modeState.source1(for: event.token) {
                 case .portDoorbell(let port)?:
-                    if port.hasDeliverableMessages { ready.append(.port(port)) }
+                    if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
                 case .portConnections(let port)?:
                     port.connectionsBecameReadable()
-                    if port.hasDeliverableMessages { ready.append(.port(port)) }
+                    if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
                 case .proxy(let port)?:
-                    if hungUp { ready.append(.proxyHungUp(port)) }
+                    if event.hungUp { scratch.ready.append(.proxyHungUp(port)) }
                 case .fileDescriptor(let source)?:
-                    ready.append(.fileDescriptor(source, events))
+                    var events: FileDescriptorSource.Events = []
+                    if event.readable || event.failed { events.insert(.readable) }
+                    if event.writable || event.failed { events.insert(.writable) }
+                    scratch.ready.append(.fileDescriptor(source, events))
                 case nil:
                     break
                 }
             }
         }
-        return (ready, woken)
+        return woken
     }
 
     // MARK: - Thread exit
@@ -382,6 +408,16 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             LoopDescription(loop: self, state: state).text
         }
     }
+}
+
+/// Buffers one run invocation reuses across its passes. Loop thread only; nested invocations
+/// take their own from the loop's pool.
+final class PassScratch {
+    // Thread-confined, so the runtime's exclusivity bookkeeping (a sizeable share of a pass)
+    // buys nothing here.
+    let ready = RingBuffer<Source1Event>(initialCapacity: 64)
+    let events = RingBuffer<EpollEvent>(initialCapacity: 64)
+    @exclusivity(unchecked) var blocks: [PendingBlock] = []
 }
 
 /// A Source1 found ready by the loop.
