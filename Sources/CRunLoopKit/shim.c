@@ -102,3 +102,8 @@ ssize_t crlk_recvmsg_fds(int fd, void *buf, size_t len, int *fds, int maxfds, in
     }
     return n;
 }
+
+long crlk_eventfd_ring(int fd) {
+    uint64_t one = 1;
+    return syscall(SYS_write, fd, &one, sizeof one);
+}

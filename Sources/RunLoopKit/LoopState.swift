@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One mode of one loop: its items and the epoll set the loop sleeps on while running it.
 ///
 /// Each mode has its own epoll set holding the loop's wake-up doorbell and the mode's port
@@ -7,10 +9,15 @@
 final class ModeState {
     let mode: ThreadRunLoop.Mode
     let epoll: Epoll
+    /// Bumped (under the lock) whenever `items` changes, so the loop thread can reuse its last
+    /// snapshot without taking the lock or copying the item lists on every pass.
+    private let generation = Atomic<UInt64>(0)
+    /// The loop thread's last snapshot of `items`. Loop thread only.
+    @exclusivity(unchecked) private var snapshot: ItemSnapshot?
     // Guarded by the loop's state lock (see the type's comment).
     @exclusivity(unchecked) var items = ItemSet()
     @exclusivity(unchecked) private var source1ByToken: [UInt64: Source1] = [:]
-    /// The same, as a list: with the few Source1s a mode usually has, a linear scan beats hashing.
+    /// The same, in registration order, for snapshots.
     @exclusivity(unchecked) private var source1List: [(token: UInt64, source: Source1)] = []
 
     init(mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) {
@@ -33,23 +40,35 @@ final class ModeState {
     func remove<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
         guard items.remove(item, kind) else { return false }
         for registration in item.source1Registrations { unregister(registration) }
+        generation.add(1, ordering: .releasing)
         return true
     }
 
     /// Adds one descriptor of a Source1 (also used when a port gains its connection set after
     /// it was scheduled). Registering a descriptor twice is a no-op.
-    /// The Source1 registered under `token` (loop lock held).
-    func source1(for token: UInt64) -> Source1? {
-        if source1List.count <= 16 {
-            return source1List.first { $0.token == token }?.source
+    /// The mode's items as of now, for the loop thread: the previous snapshot when nothing
+    /// changed since, otherwise a new one taken under `lock`.
+    func currentItems(lock: Locked<LoopState>) -> ItemSnapshot {
+        let current = generation.load(ordering: .acquiring)
+        if let snapshot, snapshot.generation == current { return snapshot }
+        let fresh = lock.withLock { _ in
+            ItemSnapshot(items: items, source1: source1List, generation: generation.load(ordering: .relaxed))
         }
-        return source1ByToken[token]
+        snapshot = fresh
+        return fresh
+    }
+
+    /// Forgets the snapshot when an invocation ends, so items removed meanwhile are not kept
+    /// alive by a loop that may not run this mode again. Loop thread only.
+    func dropSnapshot() {
+        snapshot = nil
     }
 
     func register(_ registration: Source1Registration) {
         guard source1ByToken[registration.token] == nil else { return }
         source1ByToken[registration.token] = registration.source
         source1List.append((registration.token, registration.source))
+        generation.add(1, ordering: .releasing)
         do {
             try epoll.add(registration.descriptor, interest: registration.interest, token: registration.token)
         } catch {
@@ -61,6 +80,33 @@ final class ModeState {
         source1ByToken[registration.token] = nil
         source1List.removeAll { $0.token == registration.token }
         epoll.remove(registration.descriptor)
+    }
+}
+
+/// An immutable copy of a mode's item lists, shared by the passes that see no change.
+final class ItemSnapshot: Sendable {
+    let sources: [RunLoopSource]
+    let timers: [RunLoopTimer]
+    let observers: [RunLoopObserver]
+    let ports: [MessagePort]
+    private let source1List: [(token: UInt64, source: Source1)]
+    private let source1ByToken: [UInt64: Source1]
+    let generation: UInt64
+
+    init(items: ItemSet, source1: [(token: UInt64, source: Source1)], generation: UInt64) {
+        sources = items.sources
+        timers = items.timers
+        observers = items.observers
+        ports = items.ports
+        source1List = source1
+        // With the few Source1s a mode usually has, a linear scan beats hashing.
+        source1ByToken = source1.count > 16 ? Dictionary(source1, uniquingKeysWith: { first, _ in first }) : [:]
+        self.generation = generation
+    }
+
+    /// The Source1 registered under `token`.
+    func source1(for token: UInt64) -> Source1? {
+        source1ByToken.isEmpty ? source1List.first { $0.token == token }?.source : source1ByToken[token]
     }
 }
 

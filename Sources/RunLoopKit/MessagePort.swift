@@ -38,9 +38,6 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         @exclusivity(unchecked) var discarded = 0
         /// The receive ends of send rights (cross-process senders), created on first use.
         @exclusivity(unchecked) var connections: PortConnections?
-        /// Frames may be waiting on a connection: set by the connection set's epoll edge,
-        /// cleared once every ready connection was read to EAGAIN.
-        @exclusivity(unchecked) var connectionsNeedRead = false
         /// The send right this port puts in messages it is a component or reply port of: one
         /// socket end kept here and sent (the kernel duplicates it in flight) every time, so
         /// passing a port costs no socketpair per message.
@@ -79,6 +76,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// A receiver is set and messages are queued, or frames can be read into a queue with
     /// room: the loop may service the port without asking the kernel.
     let deliverable = Atomic<Bool>(false)
+    /// Frames may be waiting on a connection: set by the connection set's epoll edge, cleared
+    /// once every ready connection was read to EAGAIN. Written with `lock` held; read without
+    /// it by the loop, which skips reading connections when it is false.
+    let connectionsPending = Atomic<Bool>(false)
     let membership = LoopMembership()
 
     /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; one eventfd.
@@ -150,7 +151,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Recomputes `deliverable` from the state (lock held).
     func refreshDeliverableLocked() {
-        let work = !state.queue.isEmpty || (state.connectionsNeedRead && state.queue.count < queueLimit)
+        let work = !state.queue.isEmpty || (connectionsPending.load(ordering: .relaxed) && state.queue.count < queueLimit)
         deliverable.store(state.hasReceiver && membership.isValid && work, ordering: .releasing)
     }
 

@@ -164,16 +164,19 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 state.modeStack.append(mode)
                 return existing
             }
-            guard keepAlive else { return nil }
+            // A mode that never held an item is alive only for a block queued for it.
+            guard keepAlive || state.hasBlocks(for: mode) else { return nil }
             state.modeStack.append(mode)
             return state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
         }
         guard let modeState else { return .finished }
         lastModeState.value = modeState
+        let deadline = deadline.map(LoopInstant.init)
         let scratch = scratchPool.value.popLast() ?? PassScratch()
         defer {
             state.withLock { _ = $0.modeStack.popLast() }
             scratchPool.value.append(scratch)
+            modeState.dropSnapshot()
         }
 
         notify(.entry, observers(of: modeState))
@@ -190,11 +193,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     /// One pass of the loop, in the order of DESIGN §3.2 (__CFRunLoopRun's body). Returns the
     /// invocation's result once an exit condition holds, nil to go round again.
-    private func runPass(_ modeState: ModeState, _ scratch: PassScratch, deadline: ContinuousClock.Instant?,
+    private func runPass(_ modeState: ModeState, _ scratch: PassScratch, deadline: LoopInstant?,
                          returnAfterSourceHandled: Bool, keepAlive: Bool, firstPass: Bool) -> RunResult? {
         // Anything asked of the loop before this point is seen by this pass.
         wakePending.store(false, ordering: .sequentiallyConsistent)
-        let items = state.withLock { _ in modeState.items }
+        let items = modeState.currentItems(lock: state)
 
         notify(.beforeTimers, items.observers)
         notify(.beforeSources, items.observers)
@@ -327,17 +330,16 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// earliest timer's tolerance window closes, or `deadline` passes. Edges that turn out to
     /// carry no work (a doorbell whose messages an earlier pass already delivered) do not end
     /// the sleep.
-    private func sleep(_ modeState: ModeState, timers: [RunLoopTimer], deadline: ContinuousClock.Instant?,
+    private func sleep(_ modeState: ModeState, timers: [RunLoopTimer], deadline: LoopInstant?,
                        into scratch: PassScratch) {
         var wakeAt = deadline
         for timer in timers {
-            if let date = timer.wakeDate, wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
+            if let date = timer.wakeDate.map(LoopInstant.init), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
         }
         waiting.store(true, ordering: .releasing)
         defer { waiting.store(false, ordering: .releasing) }
         while true {
-            let timeout = wakeAt.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
-            let woken = waitForSource1(modeState, timeout: timeout, consumeWakeUp: true, into: scratch)
+            let woken = waitForSource1(modeState, timeout: wakeAt?.remaining, consumeWakeUp: true, into: scratch)
             if woken || !scratch.ready.isEmpty { return }
         }
     }
@@ -359,28 +361,29 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         if count == 0 { return true }
         var woken = false
-        state.withLock { _ in
-            while let event = scratch.events.popFirst() {
-                if event.token == Self.wakeToken {
-                    if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }
-                    continue
-                }
-                switch modeState.source1(for: event.token) {
-                case .portDoorbell(let port)?:
-                    if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
-                case .portConnections(let port)?:
-                    port.connectionsBecameReadable()
-                    if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
-                case .proxy(let port)?:
-                    if event.hungUp { scratch.ready.append(.proxyHungUp(port)) }
-                case .fileDescriptor(let source)?:
-                    var events: FileDescriptorSource.Events = []
-                    if event.readable || event.failed { events.insert(.readable) }
-                    if event.writable || event.failed { events.insert(.writable) }
-                    scratch.ready.append(.fileDescriptor(source, events))
-                case nil:
-                    break
-                }
+        // The snapshot is refreshed if anything was added or removed since the pass began, so
+        // an event is never attributed to an item that has left the mode.
+        let items = modeState.currentItems(lock: state)
+        while let event = scratch.events.popFirst() {
+            if event.token == Self.wakeToken {
+                if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }
+                continue
+            }
+            switch items.source1(for: event.token) {
+            case .portDoorbell(let port)?:
+                if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
+            case .portConnections(let port)?:
+                port.connectionsBecameReadable()
+                if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
+            case .proxy(let port)?:
+                if event.hungUp { scratch.ready.append(.proxyHungUp(port)) }
+            case .fileDescriptor(let source)?:
+                var events: FileDescriptorSource.Events = []
+                if event.readable || event.failed { events.insert(.readable) }
+                if event.writable || event.failed { events.insert(.writable) }
+                scratch.ready.append(.fileDescriptor(source, events))
+            case nil:
+                break
             }
         }
         return woken

@@ -15,6 +15,11 @@ int crlk_epoll_wait_ns(int epfd, struct epoll_event *events, int maxevents, int6
 /// Names the calling thread (pthread_setname_np, which glibc declares only under _GNU_SOURCE).
 int crlk_set_current_thread_name(const char *name);
 
+/// Adds 1 to an eventfd's counter with a raw write(2) system call, bypassing glibc's
+/// cancellation-point wrapper (a doorbell ring is on every message hand-off's path).
+/// Returns 8 on success, -1 with errno on failure.
+long crlk_eventfd_ring(int fd);
+
 /// The kernel thread id of the calling thread (gettid(2)).
 pid_t crlk_gettid(void);
 

@@ -21,8 +21,7 @@ struct EventFD: Sendable {
     /// Adds one to the counter, waking every epoll that watches it.
     /// EAGAIN (counter saturated) already means "rung", so it is not an error.
     func ring() {
-        var one: UInt64 = 1
-        _ = try? syscallRetryingEINTR { write(descriptor.rawValue, &one, 8) }
+        _ = try? syscallRetryingEINTR { crlk_eventfd_ring(descriptor.rawValue) }
     }
 
     /// Reads and resets the counter; returns 0 when it was not rung.

@@ -146,7 +146,7 @@ extension MessagePort {
     /// The connection set's epoll edge: frames may be waiting.
     func connectionsBecameReadable() {
         lock.withLock {
-            state.connectionsNeedRead = true
+            connectionsPending.store(true, ordering: .releasing)
             refreshDeliverableLocked()
         }
     }
@@ -159,8 +159,9 @@ extension MessagePort {
     }
 
     private func readConnections() {
+        guard connectionsPending.load(ordering: .acquiring) else { return }
         let connections: PortConnections? = lock.withLock {
-            state.connectionsNeedRead && state.hasReceiver && membership.isValid ? state.connections : nil
+            state.hasReceiver && membership.isValid ? state.connections : nil
         }
         guard let connections else { return }
         // With one connection, reading it directly saves the epoll_wait that finds it.
@@ -181,7 +182,7 @@ extension MessagePort {
             }
         }
         lock.withLock {
-            state.connectionsNeedRead = !drained
+            connectionsPending.store(!drained, ordering: .releasing)
             refreshDeliverableLocked()
         }
     }
