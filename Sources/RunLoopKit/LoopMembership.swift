@@ -7,7 +7,7 @@ final class LoopMembership: Sendable {
         var loop: ThreadRunLoop?
         var valid = true
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let validFlag = Atomic<Bool>(true)
 
     var isValid: Bool { validFlag.load(ordering: .acquiring) }

@@ -163,11 +163,12 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
-        let message = Message(msgid: msgid, components: components, replyPort: replyPort)
         if remote != nil {
-            try sendRemote(message, deadline: deadline)
-        } else if !enqueueIfRoom(message) {
-            try enqueueWaiting(message, deadline: deadline)
+            try sendRemote(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: deadline)
+        } else if lockIfRoom() {
+            appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
+        } else {
+            try enqueueWaiting(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: deadline)
         }
     }
 
@@ -175,31 +176,34 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      timeout: Duration) throws(PortError) {
-        let message = Message(msgid: msgid, components: components, replyPort: replyPort)
         // The clock is read only when the send must wait: on the fast path it would cost more
         // than the rest of it.
         if remote != nil {
-            try sendRemote(message, deadline: ThreadRunLoop.deadline(after: timeout))
-        } else if !enqueueIfRoom(message) {
-            try enqueueWaiting(message, deadline: ThreadRunLoop.deadline(after: timeout))
+            try sendRemote(Message(msgid: msgid, components: components, replyPort: replyPort),
+                           deadline: ThreadRunLoop.deadline(after: timeout))
+        } else if lockIfRoom() {
+            appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
+        } else {
+            try enqueueWaiting(Message(msgid: msgid, components: components, replyPort: replyPort),
+                               deadline: ThreadRunLoop.deadline(after: timeout))
         }
     }
 
-    /// The fast path: queues `message` if the port is valid and has room; false otherwise.
+    /// The fast path's test: true, with the lock held, when the port is valid and has room
+    /// (the message is then built straight into the queue, with no intermediate copy).
     @inline(__always)
-    private func enqueueIfRoom(_ message: Message) -> Bool {
+    private func lockIfRoom() -> Bool {
         lock.lock()
         guard membership.isValid, state.queue.count < queueLimit else {
             lock.unlock()
             return false
         }
-        appendLocked(message)
         return true
     }
 
     /// The slow path: sleeps until there is room, the deadline passes or the port is invalidated.
     @inline(never)
-    private func enqueueWaiting(_ message: Message, deadline: ContinuousClock.Instant?) throws(PortError) {
+    private func enqueueWaiting(_ message: consuming Message, deadline: ContinuousClock.Instant?) throws(PortError) {
         lock.lock()
         while true {
             guard membership.isValid else {
@@ -220,7 +224,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Appends with the lock held, releases it, and rings the doorbell if this starts a burst.
     @inline(__always)
-    private func appendLocked(_ message: Message) {
+    private func appendLocked(_ message: consuming Message) {
         state.queue.append(message)
         var ring = false
         if state.hasReceiver {

@@ -20,7 +20,7 @@ final class RingBuffer<Element> {
 
     var isEmpty: Bool { count == 0 }
 
-    func append(_ element: Element) {
+    func append(_ element: consuming Element) {
         if count == capacity { grow() }
         (storage + ((head + count) & (capacity - 1))).initialize(to: element)
         count += 1

@@ -14,7 +14,7 @@ public final class RunLoopSource: Sendable, RunLoopItem, CustomStringConvertible
     private let signalled = Atomic<Bool>(false)
     private let valid = Atomic<Bool>(true)
     /// The loops the source is in, for `invalidate()`.
-    private let loops = Mutex<[ThreadRunLoop]>([])
+    private let loops = Locked<[ThreadRunLoop]>([])
 
     /// Creates a source. `schedule` runs on the thread that adds the source to a loop mode,
     /// once per mode; `cancel` on the thread that removes it or invalidates it; `perform` on

@@ -19,7 +19,7 @@ public final class RunLoopTimer: Sendable, RunLoopItem, CustomStringConvertible 
     /// The time between fires of a repeating timer; zero for a one-shot timer.
     public let interval: Duration
     private let handler: @Sendable (RunLoopTimer) -> Void
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let membership = LoopMembership()
 
     /// A timer first firing at `fireAt`, then every `interval` (zero: once). Any thread.
@@ -29,7 +29,7 @@ public final class RunLoopTimer: Sendable, RunLoopItem, CustomStringConvertible 
         precondition(interval >= .zero, "RunLoopTimer interval must not be negative (got \(interval))")
         self.interval = interval
         self.handler = handler
-        state = Mutex(State(fireDate: fireAt, tolerance: max(tolerance, .zero)))
+        state = Locked(State(fireDate: fireAt, tolerance: max(tolerance, .zero)))
     }
 
     /// A timer first firing `interval` from now; repeating every `interval` when `repeats`. Any thread.

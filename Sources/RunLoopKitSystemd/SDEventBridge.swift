@@ -1,6 +1,5 @@
 import CSystemd
 import RunLoopKit
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -106,8 +105,8 @@ public final class SDEventBridge: Sendable {
 private final class SDEventPump: @unchecked Sendable {
     private let event: OpaquePointer
     private let onCompletion: (@Sendable (SDEventBridge.Completion) -> Void)?
-    private let owner = Mutex<ObjectIdentifier?>(nil)
-    private let stopper = Mutex<(@Sendable () -> Void)?>(nil)
+    private let owner = Locked<ObjectIdentifier?>(nil)
+    private let stopper = Locked<(@Sendable () -> Void)?>(nil)
     private var finished = false   // loop thread only
 
     /// Most sd-event dispatches per call; past it the loop is woken to come back, so a busy
