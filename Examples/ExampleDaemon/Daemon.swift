@@ -68,7 +68,7 @@ final class Daemon: Sendable {
             return (s.nextID, workers[Int(s.nextID % UInt64(workers.count))])
         }) else { return }
         do {   // never block the main loop: a worker whose queue is full refuses the request
-            try worker.inbox.send(msgid: Wire.request, components: Wire.encode(id, 10_000),
+            try worker.inbox.send(msgid: Wire.request, components: Wire.encode(id, 1_000),
                                   from: replies, before: .now)
         } catch {
             state.withLock { s in s.inFlight.remove(id); s.refused += 1 }

@@ -4,7 +4,7 @@
 ///
 /// Error and hang-up conditions are reported as both readable and writable, so the handler's
 /// next read or write sees the error.
-public final class FileDescriptorSource: Sendable, RunLoopItem, CustomStringConvertible {
+public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringConvertible {
     /// The readiness a source waits for and reports.
     public struct Events: OptionSet, Sendable, Hashable {
         public let rawValue: UInt8
@@ -21,7 +21,7 @@ public final class FileDescriptorSource: Sendable, RunLoopItem, CustomStringConv
     let order: Int
     let token = Source1Token.next()
     private let handler: @Sendable (FileDescriptorSource, Events) -> Void
-    private let membership = LoopMembership()
+    let membership = LoopMembership()
 
     /// Watches `fileDescriptor` for `events`. Sources of one mode ready in the same pass are
     /// handled in readiness order. Any thread; no system call until added to a loop.
@@ -38,8 +38,7 @@ public final class FileDescriptorSource: Sendable, RunLoopItem, CustomStringConv
     /// Removes the source from its loop; the descriptor stays open (close it afterwards, not
     /// before). Idempotent. Any thread; one epoll_ctl per mode.
     public func invalidate() {
-        let (wasValid, loop) = membership.invalidate()
-        if wasValid, let loop { loop.removeEverywhere(self) }
+        invalidateMembership()
     }
 
     /// False once invalidated. Any thread; one atomic load.
@@ -58,6 +57,7 @@ public final class FileDescriptorSource: Sendable, RunLoopItem, CustomStringConv
         return interest
     }
 
+    static var itemKind: WritableKeyPath<ItemSet, [FileDescriptorSource]> { \.fileDescriptorSources }
     var sortOrder: Int? { order }
     var source1Registrations: [Source1Registration] {
         [Source1Registration(token: token, descriptor: FileDescriptor(rawValue: fileDescriptor),
@@ -72,8 +72,6 @@ public final class FileDescriptorSource: Sendable, RunLoopItem, CustomStringConv
         return true
     }
 
-    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "FileDescriptorSource") }
-    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
 }
 
 extension FileDescriptorSource.Events {

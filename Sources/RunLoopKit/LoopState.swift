@@ -31,14 +31,14 @@ final class ModeState {
     }
 
     /// Inserts `item`; registers its kernel readiness when it is a Source1. False if already present.
-    func insert<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
-        guard items.insert(item, kind) else { return false }
+    func insert<T: RunLoopItem>(_ item: T) -> Bool {
+        guard items.insert(item) else { return false }
         for registration in item.source1Registrations { register(registration) }
         return true
     }
 
-    func remove<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
-        guard items.remove(item, kind) else { return false }
+    func remove<T: RunLoopItem>(_ item: T) -> Bool {
+        guard items.remove(item) else { return false }
         for registration in item.source1Registrations { unregister(registration) }
         generation.add(1, ordering: .releasing)
         return true

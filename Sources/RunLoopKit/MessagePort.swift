@@ -285,6 +285,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     // MARK: - Loop side
 
+    static var itemKind: WritableKeyPath<ItemSet, [MessagePort]> { \.ports }
+
     var source1Registrations: [Source1Registration] {
         if let remote {
             return [Source1Registration(token: token, descriptor: remote.descriptor,

@@ -2,6 +2,8 @@
 /// fd sources). Each item kind is its own public class; this protocol lets the loop's
 /// bookkeeping (modes, common modes, removal, invalidation) be written once.
 protocol RunLoopItem: AnyObject, Sendable {
+    /// Where items of this kind live in an `ItemSet`.
+    static var itemKind: WritableKeyPath<ItemSet, [Self]> { get }
     var isValid: Bool { get }
     /// Items serviced in ascending order (Source0s, observers, fd sources) return their order;
     /// the others nil (insertion order).
@@ -72,7 +74,8 @@ struct ItemSet {
         !sources.isEmpty || !timers.isEmpty || !ports.isEmpty || !fileDescriptorSources.isEmpty
     }
 
-    mutating func insert<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
+    mutating func insert<T: RunLoopItem>(_ item: T) -> Bool {
+        let kind = T.itemKind
         guard !self[keyPath: kind].contains(where: { $0 === item }) else { return false }
         if let order = item.sortOrder {
             let index = self[keyPath: kind].firstIndex { ($0.sortOrder ?? 0) > order } ?? self[keyPath: kind].endIndex
@@ -83,14 +86,31 @@ struct ItemSet {
         return true
     }
 
-    mutating func remove<T: RunLoopItem>(_ item: T, _ kind: WritableKeyPath<ItemSet, [T]>) -> Bool {
-        guard let index = self[keyPath: kind].firstIndex(where: { $0 === item }) else { return false }
-        self[keyPath: kind].remove(at: index)
+    mutating func remove<T: RunLoopItem>(_ item: T) -> Bool {
+        guard let index = self[keyPath: T.itemKind].firstIndex(where: { $0 === item }) else { return false }
+        self[keyPath: T.itemKind].remove(at: index)
         return true
     }
 
     func contains(_ item: AnyObject) -> Bool {
         sources.contains { $0 === item } || timers.contains { $0 === item } || observers.contains { $0 === item }
             || ports.contains { $0 === item } || fileDescriptorSources.contains { $0 === item }
+    }
+}
+
+/// An item that belongs to one loop at most (timers, observers, fd sources; ports add their own
+/// invalidation steps): validity and loop membership kept by a `LoopMembership`.
+protocol SingleLoopItem: RunLoopItem {
+    var membership: LoopMembership { get }
+}
+
+extension SingleLoopItem {
+    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "\(Self.self)") }
+    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
+
+    /// Marks the item invalid and removes it from its loop (once).
+    func invalidateMembership() {
+        let (wasValid, loop) = membership.invalidate()
+        if wasValid, let loop { loop.removeEverywhere(self) }
     }
 }

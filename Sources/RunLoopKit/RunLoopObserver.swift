@@ -1,12 +1,12 @@
 /// Calls a handler on the loop's thread at chosen points of each run (`ThreadRunLoop.Activity`).
 /// Observers of one mode are called in ascending `order`. An observer belongs to one loop at
 /// most. Observers alone do not keep a mode alive.
-public final class RunLoopObserver: Sendable, RunLoopItem, CustomStringConvertible {
+public final class RunLoopObserver: Sendable, SingleLoopItem, CustomStringConvertible {
     let activities: ThreadRunLoop.Activity
     let repeats: Bool
     let order: Int
     private let handler: @Sendable (RunLoopObserver, ThreadRunLoop.Activity) -> Void
-    private let membership = LoopMembership()
+    let membership = LoopMembership()
 
     /// Creates an observer of `activities`. With `repeats: false` it invalidates itself after
     /// its first callout. Any thread.
@@ -20,8 +20,7 @@ public final class RunLoopObserver: Sendable, RunLoopItem, CustomStringConvertib
 
     /// Removes the observer from its loop; it is never called again. Idempotent. Any thread.
     public func invalidate() {
-        let (wasValid, loop) = membership.invalidate()
-        if wasValid, let loop { loop.removeEverywhere(self) }
+        invalidateMembership()
     }
 
     /// False once invalidated. Any thread; one atomic load.
@@ -33,6 +32,7 @@ public final class RunLoopObserver: Sendable, RunLoopItem, CustomStringConvertib
 
     // MARK: - Loop side
 
+    static var itemKind: WritableKeyPath<ItemSet, [RunLoopObserver]> { \.observers }
     var sortOrder: Int? { order }
 
     func fire(_ loop: ThreadRunLoop, _ activity: ThreadRunLoop.Activity) {
@@ -41,6 +41,4 @@ public final class RunLoopObserver: Sendable, RunLoopItem, CustomStringConvertib
         if !repeats { invalidate() }
     }
 
-    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "RunLoopObserver") }
-    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
 }

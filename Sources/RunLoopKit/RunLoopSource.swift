@@ -54,6 +54,7 @@ public final class RunLoopSource: Sendable, RunLoopItem, CustomStringConvertible
 
     // MARK: - Loop side
 
+    static var itemKind: WritableKeyPath<ItemSet, [RunLoopSource]> { \.sources }
     var sortOrder: Int? { order }
 
     /// Clears the signal; true when it was set.

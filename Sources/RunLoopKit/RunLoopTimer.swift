@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// `tolerance` lets the loop fire the timer up to that much late so that it can share one
 /// wake-up with other timers. A timer belongs to one loop at most (in any number of its modes).
-public final class RunLoopTimer: Sendable, RunLoopItem, CustomStringConvertible {
+public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertible {
     private struct State {
         var fireDate: ContinuousClock.Instant
         var tolerance: Duration
@@ -20,7 +20,7 @@ public final class RunLoopTimer: Sendable, RunLoopItem, CustomStringConvertible 
     public let interval: Duration
     private let handler: @Sendable (RunLoopTimer) -> Void
     private let state: Locked<State>
-    private let membership = LoopMembership()
+    let membership = LoopMembership()
 
     /// A timer first firing at `fireAt`, then every `interval` (zero: once). Any thread.
     public init(fireAt: ContinuousClock.Instant, interval: Duration = .zero,
@@ -63,8 +63,7 @@ public final class RunLoopTimer: Sendable, RunLoopItem, CustomStringConvertible 
     /// Stops the timer for good and removes it from its loop (which then returns `.finished`
     /// if this was the mode's last item). Idempotent. Any thread.
     public func invalidate() {
-        let (wasValid, loop) = membership.invalidate()
-        if wasValid, let loop { loop.removeEverywhere(self) }
+        invalidateMembership()
     }
 
     /// False once invalidated (or, for a one-shot timer, once it has fired). Any thread.
@@ -119,9 +118,7 @@ public final class RunLoopTimer: Sendable, RunLoopItem, CustomStringConvertible 
         return next.advanced(by: interval * skipped)
     }
 
-    var sortOrder: Int? { nil }
-    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "RunLoopTimer") }
-    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
+    static var itemKind: WritableKeyPath<ItemSet, [RunLoopTimer]> { \.timers }
 }
 
 extension Duration {

@@ -1,45 +1,45 @@
 extension ThreadRunLoop {
     /// Adds a Source0 to `mode` (`.common`: every common mode, now and later). Adding it twice is
     /// a no-op. Any thread; its schedule callout runs on the calling thread for each mode it enters.
-    public func add(_ source: RunLoopSource, forMode mode: Mode) { addItem(source, mode, \.sources) }
+    public func add(_ source: RunLoopSource, forMode mode: Mode) { addItem(source, mode) }
     /// Removes a Source0 from `mode`; its cancel callout runs on the calling thread. Any thread.
-    public func remove(_ source: RunLoopSource, forMode mode: Mode) { removeItem(source, mode, \.sources) }
+    public func remove(_ source: RunLoopSource, forMode mode: Mode) { removeItem(source, mode) }
 
     /// Adds a timer to `mode`. A timer belongs to one loop at most. Any thread; wakes the loop
     /// so it re-arms its wait.
-    public func add(_ timer: RunLoopTimer, forMode mode: Mode) { addItem(timer, mode, \.timers) }
+    public func add(_ timer: RunLoopTimer, forMode mode: Mode) { addItem(timer, mode) }
     /// Removes a timer from `mode` without invalidating it. Any thread.
-    public func remove(_ timer: RunLoopTimer, forMode mode: Mode) { removeItem(timer, mode, \.timers) }
+    public func remove(_ timer: RunLoopTimer, forMode mode: Mode) { removeItem(timer, mode) }
 
     /// Adds an observer to `mode`. An observer belongs to one loop at most. Any thread.
-    public func add(_ observer: RunLoopObserver, forMode mode: Mode) { addItem(observer, mode, \.observers) }
+    public func add(_ observer: RunLoopObserver, forMode mode: Mode) { addItem(observer, mode) }
     /// Removes an observer from `mode`. Any thread.
-    public func remove(_ observer: RunLoopObserver, forMode mode: Mode) { removeItem(observer, mode, \.observers) }
+    public func remove(_ observer: RunLoopObserver, forMode mode: Mode) { removeItem(observer, mode) }
 
     /// Makes this loop the receiver of `port` in `mode`. A port is received by one loop at most:
     /// scheduling it on a second loop is a precondition failure. Any thread; one epoll_ctl.
-    public func add(_ port: MessagePort, forMode mode: Mode) { addItem(port, mode, \.ports) }
+    public func add(_ port: MessagePort, forMode mode: Mode) { addItem(port, mode) }
     /// Stops receiving `port` in `mode`; its messages stay queued. Any thread; one epoll_ctl.
-    public func remove(_ port: MessagePort, forMode mode: Mode) { removeItem(port, mode, \.ports) }
+    public func remove(_ port: MessagePort, forMode mode: Mode) { removeItem(port, mode) }
 
     /// Watches a file descriptor in `mode` (level-triggered). Any thread; one epoll_ctl.
-    public func add(_ source: FileDescriptorSource, forMode mode: Mode) { addItem(source, mode, \.fileDescriptorSources) }
+    public func add(_ source: FileDescriptorSource, forMode mode: Mode) { addItem(source, mode) }
     /// Stops watching a file descriptor in `mode`. Any thread; one epoll_ctl.
-    public func remove(_ source: FileDescriptorSource, forMode mode: Mode) { removeItem(source, mode, \.fileDescriptorSources) }
+    public func remove(_ source: FileDescriptorSource, forMode mode: Mode) { removeItem(source, mode) }
 
     // MARK: - Bookkeeping shared by every item kind
 
-    private func addItem<T: RunLoopItem>(_ item: T, _ mode: Mode, _ kind: WritableKeyPath<ItemSet, [T]>) {
+    private func addItem<T: RunLoopItem>(_ item: T, _ mode: Mode) {
         guard item.attach(to: self) else { return }
         let addedTo: [Mode] = state.withLock { state in
             let targets: [Mode]
             if mode == .common {
-                guard state.commonItems.insert(item, kind) else { return [] }
+                guard state.commonItems.insert(item) else { return [] }
                 targets = Array(state.commonModes)
             } else {
                 targets = [mode]
             }
-            return targets.filter { state.modeState(for: $0, wakeDoorbell: wakeDoorbell).insert(item, kind) }
+            return targets.filter { state.modeState(for: $0, wakeDoorbell: wakeDoorbell).insert(item) }
         }
         for addedMode in addedTo { item.didSchedule(in: self, mode: addedMode) }
         if !item.isValid {
@@ -51,16 +51,16 @@ extension ThreadRunLoop {
         }
     }
 
-    private func removeItem<T: RunLoopItem>(_ item: T, _ mode: Mode, _ kind: WritableKeyPath<ItemSet, [T]>) {
+    private func removeItem<T: RunLoopItem>(_ item: T, _ mode: Mode) {
         let (removedFrom, stillHere): ([Mode], Bool) = state.withLock { state in
             let targets: [Mode]
             if mode == .common {
-                guard state.commonItems.remove(item, kind) else { return ([], state.contains(item)) }
+                guard state.commonItems.remove(item) else { return ([], state.contains(item)) }
                 targets = Array(state.commonModes)
             } else {
                 targets = [mode]
             }
-            let removed = targets.filter { state.modes[$0]?.remove(item, kind) ?? false }
+            let removed = targets.filter { state.modes[$0]?.remove(item) ?? false }
             return (removed, state.contains(item))
         }
         finishRemoval(of: item, from: removedFrom, stillHere: stillHere)
@@ -69,8 +69,8 @@ extension ThreadRunLoop {
     /// Removes `item` from every mode and from the common set (invalidation, thread exit).
     func removeEverywhere(_ item: any RunLoopItem) {
         let removedFrom: [Mode] = state.withLock { state in
-            _ = state.commonItems.removeAny(item)
-            return state.modes.values.filter { $0.removeAny(item) }.map(\.mode)
+            _ = state.commonItems.remove(item)
+            return state.modes.values.filter { $0.remove(item) }.map(\.mode)
         }
         finishRemoval(of: item, from: removedFrom, stillHere: false)
     }
@@ -80,34 +80,6 @@ extension ThreadRunLoop {
         if !stillHere { item.detach(from: self) }
         // The mode may now be empty, or wait for less: a sleeping loop must re-evaluate (§3.9).
         if !modes.isEmpty { wakeUp() }
-    }
-}
-
-extension ItemSet {
-    /// Removes `item` whatever its kind.
-    mutating func removeAny(_ item: any RunLoopItem) -> Bool {
-        switch item {
-        case let item as RunLoopSource: remove(item, \.sources)
-        case let item as RunLoopTimer: remove(item, \.timers)
-        case let item as RunLoopObserver: remove(item, \.observers)
-        case let item as MessagePort: remove(item, \.ports)
-        case let item as FileDescriptorSource: remove(item, \.fileDescriptorSources)
-        default: false
-        }
-    }
-}
-
-extension ModeState {
-    /// Removes `item` whatever its kind, unregistering its kernel readiness.
-    func removeAny(_ item: any RunLoopItem) -> Bool {
-        switch item {
-        case let item as RunLoopSource: remove(item, \.sources)
-        case let item as RunLoopTimer: remove(item, \.timers)
-        case let item as RunLoopObserver: remove(item, \.observers)
-        case let item as MessagePort: remove(item, \.ports)
-        case let item as FileDescriptorSource: remove(item, \.fileDescriptorSources)
-        default: false
-        }
     }
 }
 

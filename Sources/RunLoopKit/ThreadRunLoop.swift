@@ -73,13 +73,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             guard state.commonModes.insert(mode).inserted else { return [] }
             let modeState = state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
             let common = state.commonItems
-            var added: [any RunLoopItem] = []
-            for item in common.sources where modeState.insert(item, \.sources) { added.append(item) }
-            for item in common.timers where modeState.insert(item, \.timers) { added.append(item) }
-            for item in common.observers where modeState.insert(item, \.observers) { added.append(item) }
-            for item in common.ports where modeState.insert(item, \.ports) { added.append(item) }
-            for item in common.fileDescriptorSources where modeState.insert(item, \.fileDescriptorSources) { added.append(item) }
-            return added
+            return common.allItems.filter { modeState.insert($0) }
         }
         for item in scheduled { item.didSchedule(in: self, mode: mode) }
         if !scheduled.isEmpty { wakeUp() }
