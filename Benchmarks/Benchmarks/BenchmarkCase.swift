@@ -1,8 +1,8 @@
 /// What the benchmark measures: a workload, run by one peer, in one scheduling regime.
 ///
-/// A new workload (the cross-process `xprocess` ping-pong, once ports can cross
-/// processes) is a new `Workload` case plus its entry in `Catalogue`: the table,
-/// the JSON and the ratio column are all driven by these three values.
+/// A new workload is a new `Workload` case (with its `baseline`) plus its entries in
+/// `Catalogue`: the table, the JSON and the ratio column are all driven by these
+/// three values.
 enum Workload: String, CaseIterable, Sendable {
     /// Round trip of an 8-byte payload between two threads.
     case pingpong
@@ -10,9 +10,21 @@ enum Workload: String, CaseIterable, Sendable {
     case throughput
     /// One-way latency from "run this on that thread" to it running there.
     case perform
+    /// Round trip of an 8-byte payload between two processes (DESIGN §4's transport).
+    case xprocess
 
     /// Whether rows of this workload are latency percentiles (else a message rate).
     var measuresLatency: Bool { self != .throughput }
+
+    /// Every ratio is relative to this peer in the same workload and regime: the C
+    /// eventfd peers between threads, the C SEQPACKET socketpair between processes
+    /// (DESIGN §5's bar for the cross-process transport; there is no eventfd row there).
+    var baseline: Peer {
+        switch self {
+        case .pingpong, .throughput, .perform: .cEventfd
+        case .xprocess: .cSocketpair
+        }
+    }
 }
 
 /// The frameworks a daemon author would otherwise hand messages between threads with.
@@ -25,9 +37,6 @@ enum Peer: String, CaseIterable, Sendable {
     case dispatch = "DispatchQueue"
     case nio = "SwiftNIO"
     case runLoopKit = "RunLoopKit"
-
-    /// Every ratio is relative to this peer in the same workload and regime.
-    static let baseline = Peer.cEventfd
 }
 
 /// Where the scheduler may put the two threads.

@@ -3,10 +3,11 @@ import Foundation
 /// `--json PATH`: the table's data, built by hand (the shape is small and fixed).
 ///
 /// `{"machine": {…}, "quick": Bool, "results": [{"workload", "peer", "regime",
-/// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c",
+/// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c", "baseline",
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
 /// "peak_rss_bytes", "rss_growth_bytes"}], "bars": [{"bar", "met", "detail"}]}`.
-/// A latency row has null msgs_per_s; a throughput row null percentiles.
+/// A latency row has null msgs_per_s; a throughput row null percentiles. `ratio_to_c` is
+/// relative to the peer named by `baseline` (the workload's C baseline).
 enum JSONReport {
     static func render(_ report: Report, bars: [Bar]) -> String {
         let machine = object([
@@ -21,6 +22,7 @@ enum JSONReport {
                 ("p50_us", number(r.p50)), ("p99_us", number(r.p99)), ("p999_us", number(r.p999)),
                 ("mean_us", number(r.mean)), ("msgs_per_s", number(r.messagesPerSecond)),
                 ("ratio_to_c", number(report.ratio(r))),
+                ("baseline", string(r.benchmarkCase.workload.baseline.rawValue)),
                 ("allocs_per_msg", number(r.allocationsPerMessage)), ("bytes_per_msg", number(r.bytesPerMessage)),
                 ("same_cpu_share", number(r.sameCPUShare)), ("samples", r.samples.map { "\($0)" } ?? "null"),
                 ("messages", "\(r.messages)"), ("peak_rss_bytes", "\(r.peakRSSBytes)"),

@@ -5,6 +5,7 @@ import Foundation
 struct Options: Sendable {
     var quick = false
     var workloads = Workload.allCases
+    /// The peers asked for; each workload's baseline runs as well (see `runs(_:in:)`).
     var peers = Peer.allCases
     var regimes = Regime.allCases
     var jsonPath: String?
@@ -12,6 +13,17 @@ struct Options: Sendable {
     var streamMessages: Int?
     /// Set in a child process: the one case it runs (see `ChildProcess`).
     var childCase: BenchmarkCase?
+    /// Set in the responder process of RunLoopKit's `xprocess` case (hidden, like
+    /// `--run-case`): it only echoes (see `RunLoopKitPeer.serveCrossProcessEcho`).
+    var crossProcessEcho: CrossProcessEcho?
+
+    /// `--xprocess-echo SEND_RIGHT CELL`: descriptors the responder inherited.
+    struct CrossProcessEcho: Sendable {
+        /// A send right to the initiator's port.
+        var sendRight: Int32
+        /// The memfd of the `bench_responder_cell` shared with the initiator.
+        var cellDescriptor: Int32
+    }
 
     static let usage = """
         usage: Benchmarks [--quick] [--filter WORKLOADS] [--peers PEERS] [--regime REGIME]
@@ -20,7 +32,8 @@ struct Options: Sendable {
           --quick            short runs (under 15 s in all) for a smoke test
           --filter W1,W2     only these workloads: \(Workload.allCases.map(\.rawValue).joined(separator: ", "))
           --peers P1,P2      only these peers (case-insensitive): \(Peer.allCases.map(\.rawValue).joined(separator: ", "))
-                             (C eventfd is always kept: it is the baseline of every ratio)
+                             (each workload's baseline is always kept: C eventfd, and
+                             C socketpair for xprocess)
           --regime R         pinned, unpinned or both (default both)
           --messages N       length of the long throughput stream (default 10000000; 300000 with --quick)
           --json PATH        also write the results as JSON to PATH
@@ -47,7 +60,7 @@ struct Options: Sendable {
                 let peers = try list(try value(for: argument), flag: argument) { name in
                     Peer.allCases.first { $0.rawValue.lowercased() == name.lowercased() }
                 }
-                options.peers = Peer.allCases.filter { $0 == Peer.baseline || peers.contains($0) }
+                options.peers = Peer.allCases.filter { peers.contains($0) }
             case "--regime":
                 let regime = try value(for: argument)
                 options.regimes = regime == "both"
@@ -66,6 +79,12 @@ struct Options: Sendable {
                     throw UsageError(description: "--run-case: not a case: \(text)")
                 }
                 options.childCase = benchmarkCase
+            case "--xprocess-echo":
+                guard let sendRight = Int32(try value(for: argument)), let cell = Int32(try value(for: argument)),
+                      sendRight >= 0, cell >= 0 else {
+                    throw UsageError(description: "--xprocess-echo needs two descriptors")
+                }
+                options.crossProcessEcho = CrossProcessEcho(sendRight: sendRight, cellDescriptor: cell)
             case "--help", "-h":
                 throw UsageError(description: usage)
             default:
@@ -85,6 +104,12 @@ struct Options: Sendable {
             items.append(item)
         }
         return items
+    }
+
+    /// Whether `peer` runs in `workload`: asked for, or the workload's baseline (every
+    /// ratio needs it).
+    func runs(_ peer: Peer, in workload: Workload) -> Bool {
+        peer == workload.baseline || peers.contains(peer)
     }
 
     /// The arguments that make a child process run `benchmarkCase` with these options.

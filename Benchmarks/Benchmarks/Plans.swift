@@ -21,6 +21,16 @@ struct Plans: Sendable {
         stream.warmup = min(stream.warmup, stream.maxMessages / 10)
     }
 
+    /// The latency run of `workload`. Unpinned, a cross-process round trip takes about
+    /// 100 µs on 2 vCPUs (two cross-CPU wake-ups plus the transport), so `xprocess` gets
+    /// half as long again to keep its slowest row at ≥ 10^4 samples; `--quick` is unchanged.
+    func latency(for workload: Workload) -> LatencyPlan {
+        guard workload == .xprocess, latency.budget >= .seconds(1) else { return latency }
+        var longer = latency
+        longer.budget = latency.budget * 3 / 2
+        return longer
+    }
+
     /// The stream `peer` sends. RunLoopKit sends all of `maxMessages` (its budget is
     /// only a guard, half the case timeout), because flat memory over a long stream is
     /// one of DESIGN §5's claims about it; the peers stop at the budget, which keeps the

@@ -1,5 +1,5 @@
-/// All rows of one run, in table order, with each row's ratio to the C eventfd
-/// baseline of its workload and regime.
+/// All rows of one run, in table order, with each row's ratio to the C baseline of its
+/// workload (`Workload.baseline`) and regime.
 struct Report: Sendable {
     var machine: Machine
     var quick: Bool
@@ -19,7 +19,7 @@ struct Report: Sendable {
     /// baseline's for throughput rows (higher is better).
     func ratio(_ row: CaseResult) -> Double? {
         let c = row.benchmarkCase
-        guard let baseline = result(c.workload, Peer.baseline, c.regime) else { return nil }
+        guard let baseline = result(c.workload, c.workload.baseline, c.regime) else { return nil }
         if c.workload.measuresLatency {
             guard let p50 = row.p50, let base = baseline.p50, base > 0 else { return nil }
             return p50 / base

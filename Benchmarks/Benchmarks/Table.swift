@@ -30,11 +30,13 @@ enum Table {
         var lines = [report.machine.line + (report.quick ? " (--quick)" : "")]
         lines.append("""
             pingpong: round trip, 8-byte payload; perform: one-way wake-up latency; \
-            throughput: 64-byte payloads, queue bound 1024.
+            throughput: 64-byte payloads, queue bound 1024; xprocess: round trip, 8-byte payload, \
+            between two processes.
             ×C: p50 ÷ C eventfd's p50 (latency; lower is better), msgs/s ÷ C ring + eventfd's \
-            (throughput; higher is better), same workload and regime.
+            (throughput; higher is better), same workload and regime; for xprocess, p50 ÷ \
+            C socketpair's.
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
-            same CPU: share of samples with both threads on one CPU. \
+            same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
             RSS Δ: growth over the stream after warm-up.
             """)
         lines.append("")

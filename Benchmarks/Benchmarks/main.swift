@@ -13,6 +13,9 @@ do {
     FileHandle.standardError.write(Data("\(error)\n".utf8))
     exit(2)
 }
+if let echo = options.crossProcessEcho {
+    RunLoopKitPeer.serveCrossProcessEcho(echo)  // the xprocess responder: nothing else runs
+}
 let plans = Plans(options: options)
 
 if let benchmarkCase = options.childCase {
@@ -24,7 +27,7 @@ let machine = Machine.current()
 var results: [CaseResult] = []
 for regime in options.regimes {
     for workload in options.workloads {
-        for peer in Catalogue.peers(for: workload) where options.peers.contains(peer) {
+        for peer in Catalogue.peers(for: workload) where options.runs(peer, in: workload) {
             let benchmarkCase = BenchmarkCase(workload: workload, peer: peer, regime: regime)
             FileHandle.standardError.write(Data("  running \(benchmarkCase)\n".utf8))
             results.append(ChildProcess.run(benchmarkCase, options: options, timeout: plans.caseTimeout))

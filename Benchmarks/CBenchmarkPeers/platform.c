@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "CBenchmarkPeers.h"
@@ -61,4 +62,41 @@ void bench_event_wait(int fd) {
 
 void bench_event_close(int fd) {
     close(fd);
+}
+
+bench_responder_cell *bench_responder_cell_create(int *inheritable_descriptor) {
+    if (inheritable_descriptor == NULL) {
+        void *page = mmap(NULL, sizeof(bench_responder_cell), PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED) return NULL;
+        bench_responder_cell *cell = page;
+        cell->cpu = -1;
+        cell->answered = 0;
+        return cell;
+    }
+    // No MFD_CLOEXEC: the descriptor is meant to cross exec into the responder.
+    int fd = memfd_create("bench-responder-cell", 0);
+    if (fd < 0) return NULL;
+    if (ftruncate(fd, sizeof(bench_responder_cell)) != 0) {
+        close(fd);
+        return NULL;
+    }
+    bench_responder_cell *cell = bench_responder_cell_map(fd);
+    if (cell == NULL) {
+        close(fd);
+        return NULL;
+    }
+    cell->cpu = -1;
+    cell->answered = 0;
+    *inheritable_descriptor = fd;
+    return cell;
+}
+
+bench_responder_cell *bench_responder_cell_map(int descriptor) {
+    void *page = mmap(NULL, sizeof(bench_responder_cell), PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0);
+    return page == MAP_FAILED ? NULL : page;
+}
+
+void bench_responder_cell_unmap(bench_responder_cell *cell) {
+    munmap(cell, sizeof(bench_responder_cell));
 }

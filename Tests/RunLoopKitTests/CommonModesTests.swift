@@ -32,12 +32,15 @@ struct CommonModesTests {
 
     @Test("§3.9 addCommonMode adds to commonModes")
     func addCommonModeIsVisible() throws {
-        let modes = try #require(onLoopThread { loop -> Set<RLMode> in
+        let lt = LoopThread { loop -> Set<RLMode> in
             loop.addCommonMode("extra")
             return loop.commonModes
-        })
+        }
+        let modes = try #require(lt.join())
         #expect(modes.contains("extra"))
         #expect(modes.contains(.default))
+        // Readable from any thread.
+        #expect(lt.loop.commonModes == modes)
     }
 
     @Test("§3.9 .common items appear in modes made common later with addCommonMode")

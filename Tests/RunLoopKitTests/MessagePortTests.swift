@@ -375,6 +375,15 @@ struct MessagePortTests {
         reply.invalidate()
     }
 
+    @Test("§2 PortError has the four required cases")
+    func portErrorCases() {
+        let all: [PortError] = [.invalidPort, .timedOut, .messageTooLarge(limit: 1), .resourceExhausted(errno: EMFILE)]
+        for (i, a) in all.enumerated() {
+            for (j, b) in all.enumerated() { #expect((a == b) == (i == j)) }
+        }
+        #expect(PortError.messageTooLarge(limit: 1) != .messageTooLarge(limit: 2))
+    }
+
     @Test("§3.16 Message can be built directly")
     func messageInitialiser() throws {
         let p = try MessagePort()

@@ -279,7 +279,7 @@ struct RunLoopIterationTests {
             let source = RunLoopSource { events.append("source") }
             loop.add(source, forMode: mode)
             loop.add(recordingObserver(events), forMode: mode)
-            loop.add(RunLoopTimer(fireAt: .now + .milliseconds(150)) { _ in
+            loop.add(RunLoopTimer(fireAt: .now + .milliseconds(500)) { _ in
                 events.append("timer")
                 loop.stop()
             }, forMode: mode)

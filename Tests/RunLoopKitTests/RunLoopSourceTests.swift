@@ -98,13 +98,19 @@ struct RunLoopSourceTests {
             return loop.run(mode: .default, for: .seconds(60), returnAfterSourceHandled: false)
         }
         for i in 1...20 {
-            #expect(lt.waitUntilSleeping())
+            guard lt.waitUntilSleeping() else {
+                Issue.record("the loop is not sleeping before signal \(i)")
+                break
+            }
             source.signal()
             lt.loop.wakeUp()
-            #expect(waitUntil { performed.current == i }, "signal \(i) was not handled")
+            guard waitUntil({ performed.current == i }) else {
+                Issue.record("signal \(i) was not handled")
+                break
+            }
         }
         lt.loop.stop()
-        #expect(lt.join() == .stopped)
+        #expect(lt.join(timeout: .seconds(10)) == .stopped)
         #expect(performed.current == 20)
     }
 

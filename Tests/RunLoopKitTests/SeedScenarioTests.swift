@@ -33,7 +33,10 @@ struct SeedScenarioTests {
         let thread = lt.threadID
         for i in 0..<10 {
             lt.loop.perform { work.append((i, isCurrentThread(thread))) }
-            #expect(waitUntil { work.count == i + 1 })
+            guard waitUntil({ work.count == i + 1 }) else {
+                Issue.record("work item \(i) did not run")
+                break
+            }
         }
         settle()
         #expect(!runReturned.isSet, "the port did not keep the thread's run() going")
@@ -124,7 +127,7 @@ struct SeedScenarioTests {
         // Apple's "Defining a Custom Input Source": the client adds commands to the
         // source's buffer, signals the source and wakes the run loop.
         final class CommandSource: Sendable {
-            let commands = Mutex<[String]>([])
+            let commands = PLocked<[String]>([])
             let processed = Recorder<(String, Bool)>()
             let registered = Recorder<String>()
             let source: Ref<RunLoopSource> = Ref()
@@ -163,7 +166,10 @@ struct SeedScenarioTests {
         for batch in 0..<5 {
             for i in 0..<3 { inputSource.add("cmd \(batch).\(i)") }
             inputSource.fire()
-            #expect(waitUntil { inputSource.processed.count == (batch + 1) * 3 })
+            guard waitUntil({ inputSource.processed.count == (batch + 1) * 3 }) else {
+                Issue.record("batch \(batch) was not processed")
+                break
+            }
         }
         lt.loop.stop()
         #expect(lt.join() == .stopped)

@@ -4,6 +4,9 @@ import CBenchmarkPeers
 ///
 /// sd-event takes part in the ping-pong only: as a throughput queue it would be the C
 /// ring again with an epoll loop in front, and its wake-up is the eventfd's.
+/// The cross-process ping-pong has two peers: the kernel's SEQPACKET socketpair (its
+/// baseline) and MessagePort's socketpair transport; the other frameworks have no port
+/// that crosses a process boundary.
 enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
         switch workload {
@@ -13,14 +16,16 @@ enum Catalogue {
             [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit]
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
+        case .xprocess:
+            [.cSocketpair, .runLoopKit]
         }
     }
 
     /// Runs one case in this process and summarises it.
     static func run(_ benchmarkCase: BenchmarkCase, plans: Plans) -> CaseResult {
         switch benchmarkCase.workload {
-        case .pingpong, .perform:
-            let measurement = latency(benchmarkCase, plans.latency)
+        case .pingpong, .perform, .xprocess:
+            let measurement = latency(benchmarkCase, plans.latency(for: benchmarkCase.workload))
             let summary = LatencySummary(
                 sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
             return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
@@ -43,6 +48,8 @@ enum Catalogue {
         case (.perform, .dispatch): DispatchPeer.wakeUp(plan)
         case (.perform, .nio): NIOPeer.wakeUp(plan)
         case (.perform, .runLoopKit): RunLoopKitPeer.wakeUp(plan)
+        case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
+        case (.xprocess, .runLoopKit): RunLoopKitPeer.crossProcessPingPong(plan)
         default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
     }

@@ -5,6 +5,10 @@ import Synchronization
 /// Swift peers): the initiator sends ping `n`, the responder checks it and sends it
 /// back, the initiator checks the pong, records the round trip and sends `n + 1`.
 ///
+/// The responder is a thread of this process (`responderReceived`), or another process
+/// (the `xprocess` workload) that checks the pings itself and reports where it ran and
+/// how many it answered through a `bench_responder_cell` both processes map.
+///
 /// `@unchecked Sendable`: the initiator's state is touched only on the initiator's
 /// thread and the responder's only on the responder's; the main thread reads both only
 /// after `waitForCompletion` returns. Each framework's message handoff orders those
@@ -19,9 +23,12 @@ final class RoundTrips: @unchecked Sendable {
     // Responder's thread.
     private var answered: UInt64 = 0
     private let responderCPU = Atomic<Int32>(-1)
+    /// The responder's side when it is another process; nil when it is a thread here.
+    private let remoteResponder: UnsafeMutablePointer<bench_responder_cell>?
 
-    init(peer: Peer, plan: LatencyPlan) {
+    init(peer: Peer, plan: LatencyPlan, remoteResponder: UnsafeMutablePointer<bench_responder_cell>? = nil) {
         self.peer = peer
+        self.remoteResponder = remoteResponder
         recorder = LatencyRecorder(plan: plan, messagesPerSample: 2)
     }
 
@@ -48,7 +55,9 @@ final class RoundTrips: @unchecked Sendable {
         guard let seq, seq == inFlight else {
             fail("\(peer.rawValue): initiator received pong \(seq.map(String.init) ?? "(malformed)"), expected \(inFlight)")
         }
-        let same = bench_current_cpu() == responderCPU.load(ordering: .relaxed)
+        let responder = if let remoteResponder { bench_responder_cell_cpu(remoteResponder) }
+                        else { responderCPU.load(ordering: .relaxed) }
+        let same = bench_current_cpu() == responder
         guard recorder.add(now &- sentAt, sameCPU: same, now: now) else {
             finished.signal()
             return nil
@@ -58,13 +67,19 @@ final class RoundTrips: @unchecked Sendable {
         return inFlight
     }
 
-    /// Main thread: sleeps until the initiator has its samples, then checks that the
-    /// responder answered exactly the pings sent.
+    /// Main thread: sleeps until the initiator has its samples, then checks that a
+    /// responder thread answered exactly the pings sent. A responder process is checked
+    /// by the caller, with `checkAnswered`, once it has exited.
     func waitForCompletion() -> LatencyMeasurement {
         finished.wait()
-        if answered != inFlight {
-            fail("\(peer.rawValue): responder answered \(answered) pings, initiator sent \(inFlight)")
-        }
+        if remoteResponder == nil { checkAnswered(answered) }
         return recorder.measurement
+    }
+
+    /// Main thread, after `waitForCompletion`: fails unless `count` pings were answered.
+    func checkAnswered(_ count: UInt64) {
+        if count != inFlight {
+            fail("\(peer.rawValue): responder answered \(count) pings, initiator sent \(inFlight)")
+        }
     }
 }

@@ -6,7 +6,7 @@ import RunLoopKit
 enum RunLoopKitPeer {
     /// How long a send may wait for queue space. Ping-pong never has more than one
     /// message queued; the stream blocks only while the receiver drains a full queue.
-    private static let sendTimeout = Duration.seconds(30)
+    static let sendTimeout = Duration.seconds(30)
 
     /// Each thread has a port in its default mode; a ping carries the initiator's port
     /// as its reply port, and the responder answers through `message.replyPort`.
@@ -64,7 +64,7 @@ enum RunLoopKitPeer {
     }
 
     /// Ping-pong ports keep the default queue limit; the stream's is the plan's bound.
-    private static func makePort(queueLimit: Int? = nil) -> MessagePort {
+    static func makePort(queueLimit: Int? = nil) -> MessagePort {
         do {
             if let queueLimit { return try MessagePort(queueLimit: queueLimit) }
             return try MessagePort()
@@ -73,7 +73,7 @@ enum RunLoopKitPeer {
         }
     }
 
-    private static func send(to port: MessagePort, _ payload: Data, from replyPort: MessagePort?) {
+    static func send(to port: MessagePort, _ payload: Data, from replyPort: MessagePort?) {
         do {
             try port.send(msgid: 1, components: [.data(payload)], from: replyPort, timeout: sendTimeout)
         } catch {
@@ -86,7 +86,7 @@ enum RunLoopKitPeer {
     }
 
     /// The one `.data` component every message of these benchmarks carries.
-    private static func data(of message: MessagePort.Message) -> Data {
+    static func data(of message: MessagePort.Message) -> Data {
         guard message.msgid == 1, message.components.count == 1,
               case .data(let payload) = message.components[0] else {
             fail("RunLoopKit: a message arrived with msgid \(message.msgid) and \(message.components.count) components")

@@ -55,6 +55,44 @@ void bench_event_signal(int fd);
 void bench_event_wait(int fd);
 void bench_event_close(int fd);
 
+// ---- Cross-process responder cell (platform.c) -----------------------------------
+
+/// What the responder of a cross-process ping-pong (a child process) shares with the
+/// initiator: where it last ran, for the same-CPU column, and how many pings it
+/// answered, checked once it has exited. One page of memory both processes map; the
+/// responder stores both after every ping it checked, as the in-process responders do.
+typedef struct bench_responder_cell {
+    int32_t cpu;            // sched_getcpu of the last answer, -1 before the first
+    uint64_t answered;      // pings checked and answered
+} bench_responder_cell;
+
+/// Maps a new cell. With `inheritable_descriptor`, it is backed by a memfd left open
+/// across exec (its number is stored there) for a spawned child to map with
+/// `bench_responder_cell_map`; with NULL, by anonymous shared memory that a fork()ed
+/// child shares. NULL on failure.
+bench_responder_cell *bench_responder_cell_create(int *inheritable_descriptor);
+
+/// Maps the cell behind a descriptor from `bench_responder_cell_create`. NULL on failure.
+bench_responder_cell *bench_responder_cell_map(int descriptor);
+
+void bench_responder_cell_unmap(bench_responder_cell *cell);
+
+/// Responder: one more ping checked and answered, on the CPU it runs on now.
+static inline void bench_responder_cell_answer(bench_responder_cell *cell, uint64_t answered) {
+    __atomic_store_n(&cell->cpu, (int32_t)bench_current_cpu(), __ATOMIC_RELAXED);
+    __atomic_store_n(&cell->answered, answered, __ATOMIC_RELAXED);
+}
+
+/// Initiator: the CPU of the responder's last answer.
+static inline int32_t bench_responder_cell_cpu(const bench_responder_cell *cell) {
+    return __atomic_load_n(&cell->cpu, __ATOMIC_RELAXED);
+}
+
+/// Initiator, once the responder has exited (waitpid orders its stores before this).
+static inline uint64_t bench_responder_cell_answered(const bench_responder_cell *cell) {
+    return __atomic_load_n(&cell->answered, __ATOMIC_RELAXED);
+}
+
 // ---- Foundation RunLoop on Linux (foundation_runloop.c) ------------------------
 
 /// CFRunLoopGetCurrent / CFRunLoopWakeUp, which Foundation on Linux exports but does
@@ -128,6 +166,11 @@ void bench_eventfd_pingpong(const bench_latency_plan *plan, bench_latency_result
 /// Ping-pong, two threads, blocking send/recv of 8-byte packets on an
 /// AF_UNIX SOCK_SEQPACKET socketpair.
 void bench_socketpair_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// Ping-pong between two processes: blocking send/recv of 8-byte packets on an
+/// AF_UNIX SOCK_SEQPACKET socketpair whose other end a fork()ed child (no Swift
+/// runtime: it only echoes, then _exits) holds.
+void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
 
 /// Ping-pong, two threads each running its own sd_event loop (libsystemd) with an io
 /// source on its eventfd; handlers read the ping and write the pong.

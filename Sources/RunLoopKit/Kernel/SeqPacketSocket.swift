@@ -67,16 +67,17 @@ struct SeqPacketSocket: Sendable, Hashable {
         var endOfStream: Bool { byteCount == 0 && descriptors.isEmpty && !truncated }
     }
 
-    /// Receives one record without blocking into `buffer`; nil when none is queued (EAGAIN).
-    func receive(into buffer: UnsafeMutableRawBufferPointer, maximumDescriptors: Int) throws(Errno) -> Received? {
-        var fds = [Int32](repeating: -1, count: maximumDescriptors)
+    /// Receives one record without blocking into `buffer`, with room for as many descriptors as
+    /// `descriptorBuffer` holds; nil when none is queued (EAGAIN).
+    func receive(into buffer: UnsafeMutableRawBufferPointer,
+                 descriptorBuffer fds: UnsafeMutableBufferPointer<Int32>) throws(Errno) -> Received? {
         var count: Int32 = 0
         var flags: Int32 = 0
         var unexpected: Int32 = 0
         let n: Int
         do {
             n = try syscallRetryingEINTR {
-                crlk_recvmsg_fds(descriptor.rawValue, buffer.baseAddress, buffer.count, &fds, Int32(maximumDescriptors),
+                crlk_recvmsg_fds(descriptor.rawValue, buffer.baseAddress, buffer.count, fds.baseAddress, Int32(fds.count),
                                  &count, &flags, &unexpected, Int32(MSG_DONTWAIT))
             }
         } catch {
@@ -84,7 +85,7 @@ struct SeqPacketSocket: Sendable, Hashable {
             throw error
         }
         return Received(byteCount: n,
-                        descriptors: fds.prefix(Int(count)).map(FileDescriptor.init(rawValue:)),
+                        descriptors: count == 0 ? [] : fds.prefix(Int(count)).map(FileDescriptor.init(rawValue:)),
                         truncated: flags & Int32(MSG_TRUNC) != 0,
                         descriptorsTruncated: flags & Int32(MSG_CTRUNC) != 0,
                         unexpectedControl: unexpected != 0)

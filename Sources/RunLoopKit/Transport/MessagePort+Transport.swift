@@ -194,7 +194,7 @@ extension MessagePort {
             guard lock.withLock({ state.queue.count < queueLimit && membership.isValid }) else { return false }
             let received: SeqPacketSocket.Received?
             do {
-                received = try socket.receive(into: connections.buffer, maximumDescriptors: PortFrame.maximumDescriptors)
+                received = try socket.receive(into: connections.buffer, descriptorBuffer: connections.descriptorBuffer)
             } catch {
                 drop(socket, of: connections, reporting: nil)
                 return true

@@ -9,6 +9,8 @@ final class PortConnections: @unchecked Sendable {
     /// The receive buffer: one byte more than the largest legal frame, so an oversized record
     /// shows up as MSG_TRUNC rather than fitting by accident. Used on the loop thread only.
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: PortFrame.maximumFrameSize + 1, alignment: 8)
+    /// Room for the descriptors of one record. Loop thread only.
+    let descriptorBuffer = UnsafeMutableBufferPointer<Int32>.allocate(capacity: PortFrame.maximumDescriptors)
 
     init() throws(Errno) {
         set = try Epoll()
@@ -16,6 +18,7 @@ final class PortConnections: @unchecked Sendable {
 
     deinit {
         buffer.deallocate()
+        descriptorBuffer.deallocate()
     }
 
     func add(_ socket: SeqPacketSocket) throws(Errno) {

@@ -75,10 +75,25 @@ struct PortFrame: Equatable, Sendable {
     /// Parses and validates a frame received with `descriptorCount` descriptors, in the
     /// order of checks the specification gives (§5).
     static func decode(_ bytes: some Collection<UInt8>, descriptorCount: Int) throws(FrameError) -> PortFrame {
-        let bytes = Array(bytes)
+        // Contiguous input (the receive buffer, an array) is read in place; anything else copied once.
+        let result = bytes.withContiguousStorageIfAvailable {
+            parse(UnsafeRawBufferPointer($0), descriptorCount: descriptorCount)
+        } ?? Array(bytes).withUnsafeBytes { parse($0, descriptorCount: descriptorCount) }
+        return try result.get()
+    }
+
+    private static func parse(_ bytes: UnsafeRawBufferPointer, descriptorCount: Int) -> Result<PortFrame, FrameError> {
+        do {
+            return .success(try parseThrowing(bytes, descriptorCount: descriptorCount))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func parseThrowing(_ bytes: UnsafeRawBufferPointer, descriptorCount: Int) throws(FrameError) -> PortFrame {
         guard bytes.count <= maximumFrameSize else { throw .frameTooLarge }
         guard bytes.count >= headerSize else { throw .truncatedHeader }
-        guard Array(bytes[0..<4]) == magic else { throw .badMagic }
+        guard bytes.prefix(4).elementsEqual(magic) else { throw .badMagic }
         guard bytes[4] == version else { throw .unsupportedVersion }
         let flags = bytes[5]
         guard flags & ~replyPortFlag == 0 else { throw .reservedFlags }
@@ -110,7 +125,7 @@ struct PortFrame: Equatable, Sendable {
         let components = lengths.map { entry -> Component in
             guard entry.kind == 1 else { return .port }
             defer { offset += entry.length }
-            return .data(Array(bytes[offset..<offset + entry.length]))
+            return .data([UInt8](UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + entry.length])))
         }
         return PortFrame(msgid: msgid, components: components, hasReplyPort: hasReplyPort)
     }
@@ -120,7 +135,9 @@ extension [UInt8] {
     mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
     }
+}
 
+extension UnsafeRawBufferPointer {
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
         var value: T = 0
         for index in (0..<MemoryLayout<T>.size).reversed() {
