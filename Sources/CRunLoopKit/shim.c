@@ -66,24 +66,12 @@ ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, in
     return sendmsg(fd, &msg, flags);
 }
 
-ssize_t crlk_recvmsg_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds,
-                         int *msg_flags, int *unexpected_control, int flags) {
-    struct iovec iov = { .iov_base = buf, .iov_len = len };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    char control[CMSG_SPACE(sizeof(int) * 256)];
-    if (maxfds > 256) maxfds = 256;
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)maxfds);
+/* Moves the SCM_RIGHTS descriptors of `msg` into `fds` (up to `maxfds`; extra ones are
+ * closed) and reports any other ancillary data. */
+static void collect_fds(struct msghdr *msg, int *fds, int maxfds, int *nfds, int *unexpected_control) {
     *nfds = 0;
-    *msg_flags = 0;
     *unexpected_control = 0;
-    ssize_t n = recvmsg(fd, &msg, flags | MSG_CMSG_CLOEXEC);
-    if (n < 0) return n;
-    *msg_flags = msg.msg_flags;
-    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(msg); cmsg != NULL; cmsg = CMSG_NXTHDR(msg, cmsg)) {
         if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
             int count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
             for (int i = 0; i < count; i++) {
@@ -99,6 +87,31 @@ ssize_t crlk_recvmsg_fds(int fd, void *buf, size_t len, int *fds, int maxfds, in
         } else {
             *unexpected_control = 1;
         }
+    }
+}
+
+int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags) {
+    enum { max_records = 8, max_fds = 256 };
+    struct mmsghdr msgs[max_records];
+    struct iovec iovs[max_records];
+    char control[max_records][CMSG_SPACE(sizeof(int) * max_fds)];
+    if (count > max_records) count = max_records;
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
+    for (int i = 0; i < count; i++) {
+        int wanted = records[i].max_fds > max_fds ? max_fds : records[i].max_fds;
+        iovs[i].iov_base = records[i].buffer;
+        iovs[i].iov_len = records[i].capacity;
+        msgs[i].msg_hdr.msg_iov = &iovs[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_control = control[i];
+        msgs[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)wanted);
+    }
+    int n = recvmmsg(fd, msgs, (unsigned)count, flags | MSG_CMSG_CLOEXEC, NULL);
+    for (int i = 0; i < n; i++) {
+        int wanted = records[i].max_fds > max_fds ? max_fds : records[i].max_fds;
+        records[i].length = msgs[i].msg_len;
+        records[i].msg_flags = msgs[i].msg_hdr.msg_flags;
+        collect_fds(&msgs[i].msg_hdr, records[i].fds, wanted, &records[i].fd_count, &records[i].unexpected_control);
     }
     return n;
 }

@@ -52,3 +52,13 @@ extension MessagePort {
         }
     }
 }
+
+extension MessagePort.Message.Component: FrameComponent {
+    var frameDataLength: Int? {
+        if case .data(let data) = self { data.count } else { nil }
+    }
+
+    func copyFrameData(into destination: UnsafeMutableRawBufferPointer) {
+        if case .data(let data) = self { data.withUnsafeBytes { destination.copyMemory(from: $0) } }
+    }
+}

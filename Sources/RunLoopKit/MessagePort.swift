@@ -43,6 +43,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// passing a port costs no socketpair per message.
         @exclusivity(unchecked) var sharedSendRight: SeqPacketSocket?
         @exclusivity(unchecked) var transportErrorHandler: (@Sendable (PortError) -> Void)?
+        /// A proxy's eventfd that wakes senders blocked on a full socket when the proxy is
+        /// invalidated; made by the first sender that has to wait.
+        @exclusivity(unchecked) var invalidationBell: EventFD?
 
         /// The handler, else the delegate (strongly held for the batch being delivered).
         var receiver: Receiver? {
@@ -106,6 +109,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         doorbell?.close()
         remote?.close()
         state.sharedSendRight?.close()
+        state.invalidationBell?.close()
         state.connections?.closeAll()
     }
 
@@ -246,13 +250,16 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func invalidate() {
         let (wasValid, loop) = membership.invalidate()
         guard wasValid else { return }
-        // Shut sockets down rather than close them: another thread may still be using the
-        // descriptors, which are closed in deinit. Peers see end-of-stream / EPIPE at once.
-        remote?.shutdown()
         let handler: (@Sendable (MessagePort) -> Void)? = lock.withLock {
             state.discarded += state.queue.count
             state.queue.removeAll()
+            // The owner's receive ends are shut down rather than closed (another thread may
+            // still use the descriptors, closed in deinit): every sender sees EPIPE at once.
+            // A proxy's socket is NOT shut down: every holder of the send right, in any process,
+            // shares it, and letting go of one right must not cut off the others. Its blocked
+            // senders are woken through the invalidation bell instead.
             state.connections?.shutdownAll()
+            state.invalidationBell?.ring()
             deliverable.store(false, ordering: .releasing)
             lock.broadcast()
             defer { state.invalidationHandler = nil }

@@ -1,1 +1,740 @@
-int main(void) { return 0; }
+/*
+ * PortPeerC: an independent implementation of Protocols/port-message-frame.md (version 1),
+ * written from the specification only, used by RunLoopKitTransportTests to check that the
+ * Swift transport speaks the documented protocol and nothing else.
+ *
+ * Modes:
+ *   PortPeerC request <sendRightFD> <expectedReplyText>
+ *       Creates its own socketpair as a reply port, sends msgid 1000 with DATA
+ *       "hello from C" and the reply port (REPLY_PORT, one descriptor), waits (10 s) for the
+ *       reply on the reply port's receive end, validates it (spec section 5) and exits 0 only
+ *       if it is msgid 1001 whose first component is DATA equal to <expectedReplyText>.
+ *   PortPeerC serve <receiveFD>
+ *       Reads one frame (10 s) from an inherited receive end. It must carry a reply port and
+ *       a first DATA component T. Replies through the reply port with msgid (request + 1),
+ *       components [DATA "C got: " T, PORT p] where p is a send right to a port of its own,
+ *       then waits (10 s) on p for msgid (request + 2) with a DATA component and prints it.
+ *   PortPeerC vectors <directory>
+ *       Decodes every *.vector file of the directory with this decoder and checks it against
+ *       the expectation; re-encodes the valid ones and compares the bytes.
+ *
+ * Output: one line per event on stdout ("received msgid=... data=..."), errors on stderr.
+ * Exit status 0 on success, 1 on any mismatch or error.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- Constants of the specification (section 3) --------------------------------------- */
+
+#define RLK_HEADER_SIZE 16u
+#define RLK_ENTRY_SIZE 8u
+#define RLK_MAX_FRAME 65536u
+#define RLK_MAX_COMPONENTS 64u
+#define RLK_MAX_DESCRIPTORS (RLK_MAX_COMPONENTS + 1u)
+#define RLK_VERSION 1u
+#define RLK_FLAG_REPLY_PORT 0x01u
+#define RLK_KIND_DATA 1u
+#define RLK_KIND_PORT 2u
+#define WAIT_MS 10000
+
+static const uint8_t rlk_magic[4] = {0x52, 0x4C, 0x4B, 0x4D};
+
+struct rlk_component {
+    unsigned kind;        /* RLK_KIND_DATA or RLK_KIND_PORT */
+    const uint8_t *bytes; /* DATA: points into the frame buffer (or caller's storage) */
+    uint32_t length;      /* DATA: byte count; PORT: 0 */
+    int fd;               /* PORT: the descriptor (-1 for decode-only use) */
+};
+
+struct rlk_message {
+    uint32_t msgid;
+    int has_reply;
+    int reply_fd;
+    unsigned count;
+    struct rlk_component components[RLK_MAX_COMPONENTS];
+};
+
+/* ---- Little-endian helpers ------------------------------------------------------------- */
+
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void put_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v & 0xFFu);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)((v >> (8 * i)) & 0xFFu);
+}
+
+/* ---- Decoder: section 5.2, checks F1..F10 in order ------------------------------------ */
+
+/* Returns NULL when the frame is valid (and fills *out, DATA pointing into `frame`), else the
+ * FrameError name of the first failing check. Descriptors are not touched. */
+static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descriptors, struct rlk_message *out) {
+    if (n > RLK_MAX_FRAME) return "frameTooLarge";                         /* F1 */
+    if (n < RLK_HEADER_SIZE) return "truncatedHeader";                      /* F2 */
+    if (memcmp(frame, rlk_magic, 4) != 0) return "badMagic";                /* F3 */
+    if (frame[4] != RLK_VERSION) return "unsupportedVersion";               /* F4 */
+    uint8_t flags = frame[5];
+    if ((flags & ~RLK_FLAG_REPLY_PORT) != 0) return "reservedFlags";        /* F5 */
+    unsigned count = get_u16(frame + 6);
+    if (count > RLK_MAX_COMPONENTS) return "tooManyComponents";             /* F6 */
+    uint32_t msgid = get_u32(frame + 8);
+    uint32_t body = get_u32(frame + 12);
+    size_t table_end = RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * count;
+    if (n < table_end || (uint64_t)(n - table_end) != (uint64_t)body) return "lengthMismatch"; /* F7 */
+    uint64_t sum = 0;
+    unsigned ports = 0;
+    for (unsigned i = 0; i < count; i++) {                                  /* F8 */
+        const uint8_t *entry = frame + RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * i;
+        unsigned kind = entry[0];
+        if (kind != RLK_KIND_DATA && kind != RLK_KIND_PORT) return "badComponentKind";
+        if (entry[1] != 0 || entry[2] != 0 || entry[3] != 0) return "reservedBytes";
+        uint32_t length = get_u32(entry + 4);
+        if (kind == RLK_KIND_PORT && length != 0) return "portLength";
+        if (kind == RLK_KIND_PORT) ports++;
+        sum += length;
+    }
+    if (sum != (uint64_t)body) return "lengthMismatch";                     /* F9 */
+    int reply = (flags & RLK_FLAG_REPLY_PORT) != 0;
+    if (descriptors != ports + (reply ? 1u : 0u)) return "descriptorCountMismatch"; /* F10 */
+
+    if (out != NULL) {
+        out->msgid = msgid;
+        out->has_reply = reply;
+        out->reply_fd = -1;
+        out->count = count;
+        size_t offset = table_end;
+        for (unsigned i = 0; i < count; i++) {
+            const uint8_t *entry = frame + RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * i;
+            struct rlk_component *c = &out->components[i];
+            c->kind = entry[0];
+            c->length = get_u32(entry + 4);
+            c->bytes = frame + offset;
+            c->fd = -1;
+            offset += c->length;
+        }
+    }
+    return NULL;
+}
+
+/* ---- Encoder: section 3 ---------------------------------------------------------------- */
+
+/* Writes the frame of `m` into `out` (capacity RLK_MAX_FRAME). Returns its size, or 0 when the
+ * message is too large to be sent (more than 64 components or more than 65536 bytes). */
+static size_t rlk_encode(const struct rlk_message *m, uint8_t *out) {
+    if (m->count > RLK_MAX_COMPONENTS) return 0;
+    uint64_t body = 0;
+    for (unsigned i = 0; i < m->count; i++) {
+        if (m->components[i].kind == RLK_KIND_DATA) body += m->components[i].length;
+    }
+    uint64_t size = RLK_HEADER_SIZE + (uint64_t)RLK_ENTRY_SIZE * m->count + body;
+    if (size > RLK_MAX_FRAME) return 0;
+    memcpy(out, rlk_magic, 4);
+    out[4] = (uint8_t)RLK_VERSION;
+    out[5] = m->has_reply ? (uint8_t)RLK_FLAG_REPLY_PORT : 0;
+    put_u16(out + 6, (uint16_t)m->count);
+    put_u32(out + 8, m->msgid);
+    put_u32(out + 12, (uint32_t)body);
+    size_t offset = RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * m->count;
+    for (unsigned i = 0; i < m->count; i++) {
+        const struct rlk_component *c = &m->components[i];
+        uint8_t *entry = out + RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * i;
+        entry[0] = (uint8_t)c->kind;
+        entry[1] = entry[2] = entry[3] = 0;
+        put_u32(entry + 4, c->kind == RLK_KIND_DATA ? c->length : 0);
+        if (c->kind == RLK_KIND_DATA && c->length > 0) {
+            memcpy(out + offset, c->bytes, c->length);
+            offset += c->length;
+        }
+    }
+    return (size_t)size;
+}
+
+/* ---- Socket I/O: sections 4, 5.1, 5.3, 7 --------------------------------------------- */
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int is_send_right(int fd) {
+    int domain = -1, type = -1;
+    socklen_t len = sizeof domain;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return 0;
+    len = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return 0;
+    return domain == AF_UNIX && type == SOCK_SEQPACKET;
+}
+
+/* Sends `m` as one record: port descriptors in table order, then the reply port (section 4).
+ * Waits for POLLOUT until `timeout_ms` when the buffer is full. Returns 0, or -1 with a
+ * message on stderr. */
+static int rlk_send(int fd, const struct rlk_message *m, int timeout_ms) {
+    static uint8_t frame[RLK_MAX_FRAME];
+    size_t size = rlk_encode(m, frame);
+    if (size == 0) {
+        fprintf(stderr, "PortPeerC: messageTooLarge (limit %u)\n", RLK_MAX_FRAME);
+        return -1;
+    }
+    int fds[RLK_MAX_DESCRIPTORS];
+    unsigned nfds = 0;
+    for (unsigned i = 0; i < m->count; i++) {
+        if (m->components[i].kind == RLK_KIND_PORT) fds[nfds++] = m->components[i].fd;
+    }
+    if (m->has_reply) fds[nfds++] = m->reply_fd;
+
+    union {
+        struct cmsghdr header;
+        char bytes[CMSG_SPACE(sizeof(int) * RLK_MAX_DESCRIPTORS)];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {.iov_base = frame, .iov_len = size};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (nfds > 0) {
+        msg.msg_control = control.bytes;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * nfds);
+    }
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent == (ssize_t)size) return 0;
+        if (sent >= 0) {
+            fprintf(stderr, "PortPeerC: short send (%zd of %zu bytes)\n", sent, size);
+            return -1;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EPIPE || errno == ECONNRESET) {
+            fprintf(stderr, "PortPeerC: invalidPort (%s)\n", strerror(errno));
+            return -1;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            fprintf(stderr, "PortPeerC: sendmsg: %s\n", strerror(errno));
+            return -1;
+        }
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            fprintf(stderr, "PortPeerC: timedOut\n");
+            return -1;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+        int r = poll(&p, 1, (int)left);
+        if (r > 0 && (p.revents & (POLLHUP | POLLERR)) != 0 && (p.revents & POLLOUT) == 0) {
+            fprintf(stderr, "PortPeerC: invalidPort (hang-up while waiting)\n");
+            return -1;
+        }
+    }
+}
+
+static void close_all(int *fds, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        if (fds[i] >= 0) close(fds[i]);
+        fds[i] = -1;
+    }
+}
+
+/* Waits up to `timeout_ms` for one record on `fd` and validates it (sections 5 and 6).
+ * `buffer` holds RLK_MAX_FRAME bytes. On success fills *m (DATA points into `buffer`, PORT and
+ * reply descriptors are owned by the caller) and returns 0. On a malformed frame closes every
+ * received descriptor, prints the reason and returns -1; also -1 on timeout or end of stream. */
+static int rlk_receive(int fd, uint8_t *buffer, struct rlk_message *m, int timeout_ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            fprintf(stderr, "PortPeerC: no frame within %d ms\n", timeout_ms);
+            return -1;
+        }
+        int r = poll(&p, 1, (int)left);
+        if (r > 0) break;
+        if (r < 0 && errno != EINTR) {
+            perror("PortPeerC: poll");
+            return -1;
+        }
+    }
+    union {
+        struct cmsghdr header;
+        char bytes[CMSG_SPACE(sizeof(int) * RLK_MAX_DESCRIPTORS)];
+    } control;
+    struct iovec iov = {.iov_base = buffer, .iov_len = RLK_MAX_FRAME};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        perror("PortPeerC: recvmsg");
+        return -1;
+    }
+
+    /* Collect every descriptor first, so that any rejection below can close them all. */
+    int fds[256];
+    unsigned nfds = 0;
+    int unexpected = 0, rights_messages = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            rights_messages++;
+            size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < count; i++) {
+                int received;
+                memcpy(&received, CMSG_DATA(c) + sizeof(int) * i, sizeof(int));
+                if (nfds < sizeof fds / sizeof fds[0]) {
+                    fds[nfds++] = received;
+                } else {
+                    close(received);
+                    unexpected = 1;
+                }
+            }
+        } else {
+            unexpected = 1;
+        }
+    }
+    if (rights_messages > 1) unexpected = 1;
+
+    if (n == 0 && nfds == 0 && (msg.msg_flags & MSG_TRUNC) == 0) {
+        fprintf(stderr, "PortPeerC: end of stream\n");
+        return -1;
+    }
+    const char *reason = NULL;
+    if (msg.msg_flags & MSG_TRUNC) {
+        reason = "truncated";                                  /* K1 */
+    } else if (msg.msg_flags & MSG_CTRUNC) {
+        reason = "descriptorsTruncated";                       /* K2 */
+    } else if (unexpected) {
+        reason = "unexpectedControlMessage";                   /* K3 */
+    } else {
+        reason = rlk_decode(buffer, (size_t)n, nfds, m);       /* F1..F10 */
+        for (unsigned i = 0; reason == NULL && i < nfds; i++) { /* D1 */
+            if (!is_send_right(fds[i])) reason = "descriptorNotAPort";
+        }
+    }
+    if (reason != NULL) {
+        close_all(fds, nfds);
+        fprintf(stderr, "PortPeerC: malformed frame: %s\n", reason);
+        return -1;
+    }
+    unsigned next = 0;
+    for (unsigned i = 0; i < m->count; i++) {
+        if (m->components[i].kind == RLK_KIND_PORT) m->components[i].fd = fds[next++];
+    }
+    if (m->has_reply) m->reply_fd = fds[next++];
+    return 0;
+}
+
+static void release_ports(struct rlk_message *m) {
+    for (unsigned i = 0; i < m->count; i++) {
+        if (m->components[i].kind == RLK_KIND_PORT && m->components[i].fd >= 0) {
+            close(m->components[i].fd);
+            m->components[i].fd = -1;
+        }
+    }
+    if (m->has_reply && m->reply_fd >= 0) {
+        close(m->reply_fd);
+        m->reply_fd = -1;
+    }
+}
+
+static void print_message(const char *what, const struct rlk_message *m) {
+    printf("%s msgid=%u reply=%s components=%u", what, m->msgid, m->has_reply ? "true" : "false", m->count);
+    for (unsigned i = 0; i < m->count; i++) {
+        const struct rlk_component *c = &m->components[i];
+        if (c->kind == RLK_KIND_DATA) {
+            printf(" data=\"%.*s\"", (int)c->length, (const char *)c->bytes);
+        } else {
+            printf(" port");
+        }
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+static int make_port(int fds[2]) {
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) != 0) {
+        perror("PortPeerC: socketpair");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_fd(const char *text) {
+    char *end = NULL;
+    long value = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || value < 0 || value > 1000000) return -1;
+    return (int)value;
+}
+
+static int data_equals(const struct rlk_component *c, const char *text) {
+    size_t len = strlen(text);
+    return c->kind == RLK_KIND_DATA && c->length == len && memcmp(c->bytes, text, len) == 0;
+}
+
+/* ---- Mode: request ----------------------------------------------------------------------- */
+
+static int mode_request(int send_right, const char *expected) {
+    static uint8_t buffer[RLK_MAX_FRAME];
+    if (!is_send_right(send_right)) {
+        fprintf(stderr, "PortPeerC: fd %d is not a send right\n", send_right);
+        return 1;
+    }
+    int reply[2];
+    if (make_port(reply) != 0) return 1;
+
+    static const char hello[] = "hello from C";
+    struct rlk_message request;
+    memset(&request, 0, sizeof request);
+    request.msgid = 1000;
+    request.count = 1;
+    request.components[0].kind = RLK_KIND_DATA;
+    request.components[0].bytes = (const uint8_t *)hello;
+    request.components[0].length = (uint32_t)strlen(hello);
+    request.components[0].fd = -1;
+    request.has_reply = 1;
+    request.reply_fd = reply[1];
+    if (rlk_send(send_right, &request, WAIT_MS) != 0) return 1;
+    close(reply[1]); /* the receiver has its own copy now */
+    printf("sent msgid=1000 data=\"%s\" reply=true\n", hello);
+    fflush(stdout);
+
+    struct rlk_message answer;
+    memset(&answer, 0, sizeof answer);
+    if (rlk_receive(reply[0], buffer, &answer, WAIT_MS) != 0) return 1;
+    print_message("received", &answer);
+    int ok = answer.msgid == 1001 && answer.count >= 1 && data_equals(&answer.components[0], expected);
+    if (!ok) fprintf(stderr, "PortPeerC: reply is not msgid 1001 with DATA \"%s\"\n", expected);
+    release_ports(&answer);
+    close(reply[0]);
+    close(send_right);
+    return ok ? 0 : 1;
+}
+
+/* ---- Mode: serve ------------------------------------------------------------------------- */
+
+static int mode_serve(int receive_end) {
+    static uint8_t buffer[RLK_MAX_FRAME];
+    static uint8_t text[RLK_MAX_FRAME];
+    struct rlk_message request;
+    memset(&request, 0, sizeof request);
+    if (rlk_receive(receive_end, buffer, &request, WAIT_MS) != 0) return 1;
+    print_message("received", &request);
+    if (!request.has_reply || request.count < 1 || request.components[0].kind != RLK_KIND_DATA) {
+        fprintf(stderr, "PortPeerC: expected a reply port and a first DATA component\n");
+        release_ports(&request);
+        return 1;
+    }
+    static const char prefix[] = "C got: ";
+    size_t prefix_len = strlen(prefix);
+    size_t text_len = request.components[0].length;
+    if (prefix_len + text_len > 1024) text_len = 1024 - prefix_len;
+    memcpy(text, prefix, prefix_len);
+    memcpy(text + prefix_len, request.components[0].bytes, text_len);
+
+    int own[2];
+    if (make_port(own) != 0) return 1;
+    struct rlk_message reply;
+    memset(&reply, 0, sizeof reply);
+    reply.msgid = request.msgid + 1;
+    reply.count = 2;
+    reply.components[0].kind = RLK_KIND_DATA;
+    reply.components[0].bytes = text;
+    reply.components[0].length = (uint32_t)(prefix_len + text_len);
+    reply.components[0].fd = -1;
+    reply.components[1].kind = RLK_KIND_PORT;
+    reply.components[1].fd = own[1];
+    int reply_port = request.reply_fd;
+    uint32_t expected_next = request.msgid + 2;
+    if (rlk_send(reply_port, &reply, WAIT_MS) != 0) return 1;
+    close(own[1]);
+    release_ports(&request);
+    printf("replied msgid=%u data=\"%.*s\" port\n", reply.msgid, (int)reply.components[0].length, (const char *)text);
+    fflush(stdout);
+
+    struct rlk_message follow;
+    memset(&follow, 0, sizeof follow);
+    if (rlk_receive(own[0], buffer, &follow, WAIT_MS) != 0) return 1;
+    print_message("received", &follow);
+    int ok = follow.msgid == expected_next && follow.count >= 1 && follow.components[0].kind == RLK_KIND_DATA;
+    if (!ok) fprintf(stderr, "PortPeerC: expected msgid %u with a DATA component on the port sent\n", expected_next);
+    release_ports(&follow);
+    close(own[0]);
+    close(receive_end);
+    return ok ? 0 : 1;
+}
+
+/* ---- Mode: vectors (section 9) ------------------------------------------------------------ */
+
+struct vector {
+    uint8_t *frame;
+    size_t size;
+    unsigned descriptors;
+    int expect_ok;
+    char reason[64];
+    int has_msgid, has_reply;
+    uint32_t msgid;
+    int reply;
+    unsigned count;
+    struct rlk_component components[RLK_MAX_COMPONENTS + 1];
+    uint8_t *storage; /* bytes of the expected DATA components */
+    size_t stored;
+};
+
+static int hex_value(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Appends the hex bytes of `text` (whitespace ignored) to `out`; returns the count or -1. */
+static long parse_hex(const char *text, uint8_t *out, size_t capacity) {
+    size_t n = 0;
+    int high = -1;
+    for (const char *p = text; *p; p++) {
+        if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') continue;
+        int v = hex_value((unsigned char)*p);
+        if (v < 0) return -1;
+        if (high < 0) {
+            high = v;
+        } else {
+            if (n >= capacity) return -1;
+            out[n++] = (uint8_t)(high << 4 | v);
+            high = -1;
+        }
+    }
+    return high < 0 ? (long)n : -1;
+}
+
+static int parse_repeat(const char *text, unsigned *byte, unsigned long *count) {
+    char hex[3] = {0};
+    if (sscanf(text, " %2s %lu", hex, count) != 2 || hex_value((unsigned char)hex[0]) < 0 ||
+        hex_value((unsigned char)hex[1]) < 0) {
+        return -1;
+    }
+    *byte = (unsigned)(hex_value((unsigned char)hex[0]) << 4 | hex_value((unsigned char)hex[1]));
+    return 0;
+}
+
+#define VECTOR_CAPACITY (2u * RLK_MAX_FRAME)
+
+static int parse_vector(const char *path, struct vector *v) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    static char line[1 << 18];
+    int line_number = 0, ok = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        line_number++;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0' || line[0] == '#') continue;
+        char *colon = strchr(line, ':');
+        if (colon == NULL) goto bad;
+        *colon = '\0';
+        const char *key = line, *arg = colon + 1;
+        while (*arg == ' ' || *arg == '\t') arg++;
+        if (strcmp(key, "frame") == 0) {
+            long n = parse_hex(arg, v->frame + v->size, VECTOR_CAPACITY - v->size);
+            if (n < 0) goto bad;
+            v->size += (size_t)n;
+        } else if (strcmp(key, "repeat") == 0) {
+            unsigned byte;
+            unsigned long count;
+            if (parse_repeat(arg, &byte, &count) != 0 || count > VECTOR_CAPACITY - v->size) goto bad;
+            memset(v->frame + v->size, (int)byte, count);
+            v->size += count;
+        } else if (strcmp(key, "descriptors") == 0) {
+            v->descriptors = (unsigned)strtoul(arg, NULL, 10);
+        } else if (strcmp(key, "expect") == 0) {
+            if (strcmp(arg, "ok") == 0) {
+                v->expect_ok = 1;
+            } else if (sscanf(arg, "error %63s", v->reason) == 1) {
+                v->expect_ok = 0;
+            } else {
+                goto bad;
+            }
+            ok = 1;
+        } else if (strcmp(key, "msgid") == 0) {
+            v->msgid = (uint32_t)strtoul(arg, NULL, 10);
+            v->has_msgid = 1;
+        } else if (strcmp(key, "reply") == 0) {
+            if (strcmp(arg, "true") == 0) v->reply = 1;
+            else if (strcmp(arg, "false") == 0) v->reply = 0;
+            else goto bad;
+            v->has_reply = 1;
+        } else if (strcmp(key, "component") == 0) {
+            if (v->count > RLK_MAX_COMPONENTS) goto bad;
+            struct rlk_component *c = &v->components[v->count++];
+            c->fd = -1;
+            if (strcmp(arg, "port") == 0) {
+                c->kind = RLK_KIND_PORT;
+                c->length = 0;
+                c->bytes = NULL;
+            } else if (strncmp(arg, "data-repeat", 11) == 0) {
+                unsigned byte;
+                unsigned long count;
+                if (parse_repeat(arg + 11, &byte, &count) != 0 || count > VECTOR_CAPACITY - v->stored) goto bad;
+                c->kind = RLK_KIND_DATA;
+                c->bytes = v->storage + v->stored;
+                c->length = (uint32_t)count;
+                memset(v->storage + v->stored, (int)byte, count);
+                v->stored += count;
+            } else if (strncmp(arg, "data", 4) == 0) {
+                long n = parse_hex(arg + 4, v->storage + v->stored, VECTOR_CAPACITY - v->stored);
+                if (n < 0) goto bad;
+                c->kind = RLK_KIND_DATA;
+                c->bytes = v->storage + v->stored;
+                c->length = (uint32_t)n;
+                v->stored += (size_t)n;
+            } else {
+                goto bad;
+            }
+        } else {
+            goto bad;
+        }
+    }
+    fclose(f);
+    if (!ok || (v->expect_ok && (!v->has_msgid || !v->has_reply))) {
+        fprintf(stderr, "%s: missing expect/msgid/reply\n", path);
+        return -1;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "%s:%d: cannot parse\n", path, line_number);
+    fclose(f);
+    return -1;
+}
+
+static int check_vector(const char *path) {
+    static uint8_t frame[VECTOR_CAPACITY], storage[VECTOR_CAPACITY], encoded[RLK_MAX_FRAME];
+    static struct vector v;
+    memset(&v, 0, sizeof v);
+    v.frame = frame;
+    v.storage = storage;
+    if (parse_vector(path, &v) != 0) return -1;
+
+    static struct rlk_message m;
+    memset(&m, 0, sizeof m);
+    const char *reason = rlk_decode(v.frame, v.size, v.descriptors, &m);
+    if (!v.expect_ok) {
+        if (reason == NULL || strcmp(reason, v.reason) != 0) {
+            fprintf(stderr, "%s: expected error %s, got %s\n", path, v.reason, reason ? reason : "ok");
+            return -1;
+        }
+        return 0;
+    }
+    if (reason != NULL) {
+        fprintf(stderr, "%s: expected ok, got error %s\n", path, reason);
+        return -1;
+    }
+    if (m.msgid != v.msgid || m.has_reply != v.reply || m.count != v.count) {
+        fprintf(stderr, "%s: decoded msgid %u reply %d count %u; expected %u %d %u\n", path, m.msgid,
+                m.has_reply, m.count, v.msgid, v.reply, v.count);
+        return -1;
+    }
+    for (unsigned i = 0; i < m.count; i++) {
+        const struct rlk_component *a = &m.components[i], *b = &v.components[i];
+        if (a->kind != b->kind || a->length != b->length ||
+            (a->kind == RLK_KIND_DATA && a->length > 0 && memcmp(a->bytes, b->bytes, a->length) != 0)) {
+            fprintf(stderr, "%s: component %u differs\n", path, i);
+            return -1;
+        }
+    }
+    /* Encode the expected message (not the decoded one) and compare with the vector's bytes. */
+    struct rlk_message expected;
+    memset(&expected, 0, sizeof expected);
+    expected.msgid = v.msgid;
+    expected.has_reply = v.reply;
+    expected.reply_fd = -1;
+    expected.count = v.count;
+    memcpy(expected.components, v.components, sizeof(struct rlk_component) * v.count);
+    size_t size = rlk_encode(&expected, encoded);
+    if (size != v.size || memcmp(encoded, v.frame, size) != 0) {
+        fprintf(stderr, "%s: re-encoding differs (%zu bytes, vector has %zu)\n", path, size, v.size);
+        return -1;
+    }
+    return 0;
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int mode_vectors(const char *directory) {
+    DIR *dir = opendir(directory);
+    if (dir == NULL) {
+        perror(directory);
+        return 1;
+    }
+    char *names[1024];
+    size_t count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL && count < 1024) {
+        size_t len = strlen(entry->d_name);
+        if (len > 7 && strcmp(entry->d_name + len - 7, ".vector") == 0) {
+            names[count] = malloc(strlen(directory) + len + 2);
+            if (names[count] == NULL) return 1;
+            sprintf(names[count], "%s/%s", directory, entry->d_name);
+            count++;
+        }
+    }
+    closedir(dir);
+    qsort(names, count, sizeof names[0], compare_names);
+    unsigned failures = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (check_vector(names[i]) != 0) failures++;
+        free(names[i]);
+    }
+    printf("vectors: %zu checked, %u failed\n", count, failures);
+    return failures == 0 && count > 0 ? 0 : 1;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "request") == 0) {
+        int fd = parse_fd(argv[2]);
+        return fd < 0 ? 2 : mode_request(fd, argv[3]);
+    }
+    if (argc == 3 && strcmp(argv[1], "serve") == 0) {
+        int fd = parse_fd(argv[2]);
+        return fd < 0 ? 2 : mode_serve(fd);
+    }
+    if (argc == 3 && strcmp(argv[1], "vectors") == 0) {
+        return mode_vectors(argv[2]);
+    }
+    fprintf(stderr,
+            "usage: PortPeerC request <sendRightFD> <expectedReplyText>\n"
+            "       PortPeerC serve <receiveFD>\n"
+            "       PortPeerC vectors <directory>\n");
+    return 2;
+}

@@ -10,8 +10,8 @@ import Glibc
 /// What the sd-event callbacks saw: their names, in order, and whether each ran on the
 /// loop's thread.
 private final class Recorder: Sendable {
-    let events = Mutex<[String]>([])
-    let offThread = Mutex<[String]>([])
+    let events = Locked<[String]>([])
+    let offThread = Locked<[String]>([])
     let loop: ThreadRunLoop
     init(loop: ThreadRunLoop) { self.loop = loop }
 
@@ -29,7 +29,7 @@ private final class Recorder: Sendable {
 
 /// Set by an sd-event destroy callback (a C function pointer, so it cannot capture).
 private final class FreedFlag: Sendable {
-    private let value = Mutex(false)
+    private let value = Locked(false)
     func set() { value.withLock { $0 = true } }
     func get() -> Bool { value.withLock { $0 } }
 }
@@ -218,7 +218,7 @@ struct SDEventBridgeTests {
             }, nil)
             defer { sd_event_source_unref(timer) }
 
-            let completion = Mutex<SDEventBridge.Completion?>(nil)
+            let completion = Locked<SDEventBridge.Completion?>(nil)
             let bridge: SDEventBridge
             do {
                 bridge = try SDEventBridge(event: event) { result in

@@ -16,8 +16,8 @@ struct SignalSourceTests {
     @Test("a signal sent to the loop's thread is delivered once, on that thread")
     func deliveredOnceOnLoopThread() async throws {
         struct Delivery: Sendable, Equatable { var signal: Int32; var onLoopThread: Bool }
-        let loopThread = Mutex<pthread_t?>(nil)
-        let deliveries = Mutex<[Delivery]>([])
+        let loopThread = Locked<pthread_t?>(nil)
+        let deliveries = Locked<[Delivery]>([])
         let firstSeen = AsyncStream<Void>.makeStream()
         let started = AsyncStream<Void>.makeStream()
 
@@ -68,7 +68,7 @@ struct SignalSourceTests {
         let outcome: [String] = await onNewThread("signal-mode-loop") {
             var notes: [String] = []
             let loop = ThreadRunLoop.current
-            let delivered = Mutex<[Int32]>([])
+            let delivered = Locked<[Int32]>([])
             guard let source = try? SignalSource(signals: [SIGUSR2], handler: { _, signo in
                 delivered.withLock { $0.append(signo) }
                 loop.stop()

@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopKit
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -48,7 +49,7 @@ final class NotifySocket: Sendable {
     let path: String
     let fd: Int32
     /// Every assignment received so far, in order (for failure messages).
-    let received = Mutex<[String]>([])
+    let received = Locked<[String]>([])
 
     init() throws {
         // sun_path holds 107 bytes: fall back to /tmp when $TMPDIR is deep.
@@ -113,12 +114,12 @@ final class DaemonProcess: Sendable {
     /// Set (under its lock) before the child is reaped: while it is false, the pid is ours
     /// to signal. A class so closures can share it.
     private final class ExitFlag: Sendable {
-        let value = Mutex(false)
+        let value = Locked(false)
         func withLock<R>(_ body: (inout Bool) -> R) -> R { value.withLock { body(&$0) } }
     }
     private let exited = ExitFlag()
-    let output = Mutex<[String]>([])
-    private let pending = Mutex<[UInt8]>([])
+    let output = Locked<[String]>([])
+    private let pending = Locked<[UInt8]>([])
 
     /// `example-daemon` next to the test bundle: the build directory (`.build/<triple>/<config>`)
     /// holds both. Walks up a few levels in case the runner lives in a subdirectory.

@@ -27,13 +27,24 @@ pid_t crlk_gettid(void);
 /// (none when `nfds` is 0). Returns what sendmsg returns; errno on failure.
 ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags);
 
-/// recvmsg(2) of one record into `buf`, with room for up to `maxfds` SCM_RIGHTS descriptors,
-/// which are stored in `fds` and counted in `*nfds` (received close-on-exec). `*msg_flags`
-/// gets the kernel's msg_flags (MSG_TRUNC, MSG_CTRUNC); `*unexpected_control` is set when
-/// ancillary data other than SCM_RIGHTS arrived (any descriptors are still returned, so the
-/// caller can close them). Returns what recvmsg returns; errno on failure.
-ssize_t crlk_recvmsg_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds,
-                         int *msg_flags, int *unexpected_control, int flags);
+/// One record for `crlk_recvmmsg_fds`: the caller's buffers in, what arrived out.
+struct crlk_record {
+    void *buffer;
+    size_t capacity;
+    int *fds;
+    int max_fds;
+    size_t length;
+    int fd_count;
+    int msg_flags;
+    int unexpected_control;
+};
+
+/// recvmmsg(2) of up to `count` (at most 8) records into the callers' buffers, each with room for
+/// up to `max_fds` SCM_RIGHTS descriptors (received close-on-exec; extra ones are closed and
+/// flagged in `unexpected_control`, as is ancillary data other than SCM_RIGHTS).
+/// Returns how many arrived (fewer than `count` means none was left, with MSG_DONTWAIT),
+/// or -1 with errno (EAGAIN when none was queued).
+int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags);
 
 /// Accessors for `struct epoll_event`, which is packed on x86_64 and awkward to touch from Swift.
 static inline uint32_t crlk_epoll_event_events(const struct epoll_event *e) { return e->events; }

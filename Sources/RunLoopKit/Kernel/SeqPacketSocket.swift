@@ -47,55 +47,39 @@ struct SeqPacketSocket: Sendable, Hashable {
     /// Sends one record with `descriptors` attached, without blocking and without SIGPIPE.
     /// Throws EAGAIN when the peer's buffer is full, EPIPE/ECONNRESET when the peer is gone.
     func send(_ bytes: [UInt8], descriptors: [Int32] = []) throws(Errno) {
+        let result = bytes.withUnsafeBytes { buffer in
+            Result { () throws(Errno) in try send(buffer, descriptors: descriptors) }
+        }
+        try result.get()
+    }
+
+    /// Sends one record from raw bytes (see `send(_:descriptors:)`).
+    func send(_ bytes: UnsafeRawBufferPointer, descriptors: [Int32]) throws(Errno) {
         _ = try syscallRetryingEINTR {
-            bytes.withUnsafeBytes { buffer in
-                crlk_sendmsg_fds(descriptor.rawValue, buffer.baseAddress, buffer.count, descriptors,
-                                 Int32(descriptors.count), Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
-            }
+            crlk_sendmsg_fds(descriptor.rawValue, bytes.baseAddress, bytes.count, descriptors,
+                             Int32(descriptors.count), Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
         }
     }
 
-    /// One received record: its bytes (at most the buffer given), its descriptors, and what the
-    /// kernel reported about truncation.
-    struct Received {
-        var byteCount: Int
-        var descriptors: [FileDescriptor]
-        var truncated: Bool
-        var descriptorsTruncated: Bool
-        var unexpectedControl: Bool
-        /// The peer closed its end (a zero-length read with no record).
-        var endOfStream: Bool { byteCount == 0 && descriptors.isEmpty && !truncated }
-    }
-
-    /// Receives one record without blocking into `buffer`, with room for as many descriptors as
-    /// `descriptorBuffer` holds; nil when none is queued (EAGAIN).
-    func receive(into buffer: UnsafeMutableRawBufferPointer,
-                 descriptorBuffer fds: UnsafeMutableBufferPointer<Int32>) throws(Errno) -> Received? {
-        var count: Int32 = 0
-        var flags: Int32 = 0
-        var unexpected: Int32 = 0
-        let n: Int
+    /// Receives up to `batch.capacity` queued records in one recvmmsg(2), without blocking.
+    /// Returns how many arrived (fewer than asked: nothing else was queued), nil when none was.
+    func receive(into batch: ReceiveBatch, upTo limit: Int) throws(Errno) -> Int? {
         do {
-            n = try syscallRetryingEINTR {
-                crlk_recvmsg_fds(descriptor.rawValue, buffer.baseAddress, buffer.count, fds.baseAddress, Int32(fds.count),
-                                 &count, &flags, &unexpected, Int32(MSG_DONTWAIT))
-            }
+            return Int(try syscallRetryingEINTR {
+                crlk_recvmmsg_fds(descriptor.rawValue, batch.records, Int32(min(limit, batch.capacity)), Int32(MSG_DONTWAIT))
+            })
         } catch {
             if error == .wouldBlock { return nil }
             throw error
         }
-        return Received(byteCount: n,
-                        descriptors: count == 0 ? [] : fds.prefix(Int(count)).map(FileDescriptor.init(rawValue:)),
-                        truncated: flags & Int32(MSG_TRUNC) != 0,
-                        descriptorsTruncated: flags & Int32(MSG_CTRUNC) != 0,
-                        unexpectedControl: unexpected != 0)
     }
 
-    /// Sleeps until the socket can take a record, the peer hangs up, or `deadline` passes
-    /// (poll(2) with a timeout, no spinning). Returns false on timeout.
-    func waitUntilWritable(deadline: ContinuousClock.Instant?) -> Bool {
+    /// Sleeps until the socket can take a record, the peer hangs up, `interrupt` (if any) is
+    /// rung, or `deadline` passes (poll(2) with a timeout, no spinning). Returns false on timeout.
+    func waitUntilWritable(deadline: ContinuousClock.Instant?, interruptedBy interrupt: EventFD? = nil) -> Bool {
+        var entries = [pollfd(fd: descriptor.rawValue, events: Int16(POLLOUT), revents: 0)]
+        if let interrupt { entries.append(pollfd(fd: interrupt.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
         while true {
-            var entry = pollfd(fd: descriptor.rawValue, events: Int16(POLLOUT), revents: 0)
             let timeout: Int32
             if let deadline {
                 let remaining = ContinuousClock.now.duration(to: deadline)
@@ -104,7 +88,7 @@ struct SeqPacketSocket: Sendable, Hashable {
             } else {
                 timeout = -1
             }
-            let n = poll(&entry, 1, timeout)
+            let n = poll(&entries, nfds_t(entries.count), timeout)
             if n > 0 { return true }
             if n < 0 && errno != EINTR { return true }
         }
@@ -123,4 +107,57 @@ struct SeqPacketSocket: Sendable, Hashable {
     }
 
     func close() { descriptor.close() }
+}
+
+/// Buffers for receiving several records with one recvmmsg(2): each record gets room for the
+/// largest legal frame plus one byte (so an oversized record shows up as too large or
+/// truncated rather than fitting by accident) and for the most descriptors a frame may carry.
+/// Owned and used by one thread at a time.
+final class ReceiveBatch {
+    let capacity: Int
+    let records: UnsafeMutablePointer<crlk_record>
+
+    init(capacity: Int, bytesPerRecord: Int, descriptorsPerRecord: Int) {
+        self.capacity = capacity
+        records = .allocate(capacity: capacity)
+        for index in 0..<capacity {
+            records[index] = crlk_record(
+                buffer: UnsafeMutableRawPointer.allocate(byteCount: bytesPerRecord, alignment: 8),
+                capacity: bytesPerRecord,
+                fds: UnsafeMutablePointer<Int32>.allocate(capacity: descriptorsPerRecord),
+                max_fds: Int32(descriptorsPerRecord),
+                length: 0, fd_count: 0, msg_flags: 0, unexpected_control: 0)
+        }
+    }
+
+    deinit {
+        for index in 0..<capacity {
+            records[index].buffer.deallocate()
+            records[index].fds.deallocate()
+        }
+        records.deallocate()
+    }
+
+    /// One received record: its bytes, its descriptors (now owned by the caller), and what the
+    /// kernel reported about truncation.
+    struct Record {
+        var bytes: UnsafeRawBufferPointer
+        var descriptors: [FileDescriptor]
+        var truncated: Bool
+        var descriptorsTruncated: Bool
+        var unexpectedControl: Bool
+        /// The peer closed its end: a zero-length record with no descriptors.
+        var endOfStream: Bool { bytes.isEmpty && descriptors.isEmpty && !truncated }
+    }
+
+    subscript(index: Int) -> Record {
+        let record = records[index]
+        let count = Int(record.fd_count)
+        return Record(
+            bytes: UnsafeRawBufferPointer(start: record.buffer, count: record.length),
+            descriptors: count == 0 ? [] : (0..<count).map { FileDescriptor(rawValue: record.fds[$0]) },
+            truncated: record.msg_flags & Int32(MSG_TRUNC) != 0,
+            descriptorsTruncated: record.msg_flags & Int32(MSG_CTRUNC) != 0,
+            unexpectedControl: record.unexpected_control != 0)
+    }
 }

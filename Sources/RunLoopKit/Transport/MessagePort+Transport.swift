@@ -99,34 +99,37 @@ extension MessagePort {
 
     // MARK: - Sending through a proxy
 
-    /// Writes `message` as one frame; waits in poll(2) while the peer's buffer is full.
+    /// Writes `message` as one frame, built in place; waits in poll(2) while the peer's buffer is full.
     func sendRemote(_ message: Message, deadline: @autoclosure () -> ContinuousClock.Instant?) throws(PortError) {
         guard let remote, isValid else { throw .invalidPort }
+        let size = try FrameWriter.size(of: message.components)
+        // One descriptor per PORT component in table order, then the reply port (spec §3).
         var descriptors: [Int32] = []
-        var components: [PortFrame.Component] = []
-        components.reserveCapacity(message.components.count)
-        for component in message.components {
-            switch component {
-            case .data(let data):
-                components.append(.data([UInt8](data)))
-            case .port(let port):
-                descriptors.append(try port.transferableDescriptor())
-                components.append(.port)
+        for case .port(let port) in message.components { descriptors.append(try port.transferableDescriptor()) }
+        if let reply = message.replyPort { descriptors.append(try reply.transferableDescriptor()) }
+        let sent = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
+            FrameWriter.write(msgid: message.msgid, hasReplyPort: message.replyPort != nil,
+                              components: message.components, into: buffer)
+            return Result { () throws(PortError) in
+                try send(frame: UnsafeRawBufferPointer(buffer), descriptors: descriptors, through: remote, deadline: deadline())
             }
         }
-        if let reply = message.replyPort { descriptors.append(try reply.transferableDescriptor()) }
-        let bytes = try PortFrame(msgid: message.msgid, components: components,
-                                  hasReplyPort: message.replyPort != nil).encode()
+        try sent.get()
+    }
+
+    private func send(frame: UnsafeRawBufferPointer, descriptors: [Int32], through remote: SeqPacketSocket,
+                      deadline: @autoclosure () -> ContinuousClock.Instant?) throws(PortError) {
         var resolvedDeadline: ContinuousClock.Instant??
         while true {
             do {
-                try remote.send(bytes, descriptors: descriptors)
+                try remote.send(frame, descriptors: descriptors)
                 return
             } catch {
                 switch error.rawValue {
                 case EAGAIN:
                     if resolvedDeadline == nil { resolvedDeadline = .some(deadline()) }
-                    guard remote.waitUntilWritable(deadline: resolvedDeadline!) else { throw .timedOut }
+                    let bell = try invalidationBell()
+                    guard remote.waitUntilWritable(deadline: resolvedDeadline!, interruptedBy: bell) else { throw .timedOut }
                     guard isValid else { throw .invalidPort }
                 case EMSGSIZE:
                     throw .messageTooLarge(limit: Self.maximumFrameSize)
@@ -137,6 +140,22 @@ extension MessagePort {
                     invalidate()
                     throw .invalidPort
                 }
+            }
+        }
+    }
+
+    /// The proxy's invalidation bell, made on first use; `.invalidPort` once invalid (checked
+    /// under the lock, so an invalidation either is seen here or rings the bell).
+    private func invalidationBell() throws(PortError) -> EventFD {
+        try lock.withLock { () throws(PortError) -> EventFD in
+            guard membership.isValid else { throw .invalidPort }
+            if let bell = state.invalidationBell { return bell }
+            do throws(Errno) {
+                let bell = try EventFD()
+                state.invalidationBell = bell
+                return bell
+            } catch {
+                throw Self.portError(error)
             }
         }
     }
@@ -160,25 +179,26 @@ extension MessagePort {
 
     private func readConnections() {
         guard connectionsPending.load(ordering: .acquiring) else { return }
-        let connections: PortConnections? = lock.withLock {
-            state.hasReceiver && membership.isValid ? state.connections : nil
+        // With one connection it is read directly, saving the epoll_wait that would find it.
+        let (connections, only): (PortConnections?, SeqPacketSocket?) = lock.withLock {
+            guard state.hasReceiver, membership.isValid, let connections = state.connections else { return (nil, nil) }
+            return (connections, connections.sockets.count == 1 ? connections.sockets.first!.value : nil)
         }
         guard let connections else { return }
-        // With one connection, reading it directly saves the epoll_wait that finds it.
-        var readyDescriptors = lock.withLock { connections.sockets.count == 1 ? Array(connections.sockets.keys) : [] }
         var drained = true
-        if readyDescriptors.isEmpty {
-            let reported = (try? connections.set.wait(timeout: .zero) { event in
-                readyDescriptors.append(Int32(truncatingIfNeeded: event.token))
-            }) ?? 0
+        if let only {
+            drained = readFrames(from: only, of: connections)
+        } else {
+            var ready: [Int32] = []
+            let reported = (try? connections.set.wait(timeout: .zero) { ready.append(Int32(truncatingIfNeeded: $0.token)) }) ?? 0
             // A full event buffer may have left ready connections unreported: read again next pass.
             drained = reported < connections.set.capacity
-        }
-        for descriptor in readyDescriptors {
-            guard let socket = lock.withLock({ connections.sockets[descriptor] }) else { continue }
-            if !readFrames(from: socket, of: connections) {
-                drained = false
-                break
+            for descriptor in ready {
+                guard let socket = lock.withLock({ connections.sockets[descriptor] }) else { continue }
+                if !readFrames(from: socket, of: connections) {
+                    drained = false
+                    break
+                }
             }
         }
         lock.withLock {
@@ -187,65 +207,77 @@ extension MessagePort {
         }
     }
 
-    /// Reads frames from one connection until EAGAIN (true) or the queue is full (false).
-    /// A closed, failed or misbehaving connection is dropped.
+    /// Reads frames from one connection until none is left (true) or the queue is full (false),
+    /// several per recvmmsg(2); a batch smaller than asked for means the connection is drained,
+    /// so no extra read is spent learning that. A closed, failed or misbehaving connection is dropped.
     private func readFrames(from socket: SeqPacketSocket, of connections: PortConnections) -> Bool {
+        let batch = connections.batch
         while true {
-            guard lock.withLock({ state.queue.count < queueLimit && membership.isValid }) else { return false }
-            let received: SeqPacketSocket.Received?
+            let room = lock.withLock { membership.isValid ? queueLimit - state.queue.count : 0 }
+            guard room > 0 else { return false }
+            let asked = min(room, batch.capacity)
+            let count: Int?
             do {
-                received = try socket.receive(into: connections.buffer, descriptorBuffer: connections.descriptorBuffer)
+                count = try socket.receive(into: batch, upTo: asked)
             } catch {
                 drop(socket, of: connections, reporting: nil)
                 return true
             }
-            guard let received else { return true }
-            if received.endOfStream {
-                drop(socket, of: connections, reporting: nil)
-                return true
-            }
-            switch message(from: received, in: connections.buffer) {
-            case .success(let message):
-                lock.withLock {
-                    state.queue.append(message)
-                    refreshDeliverableLocked()
+            guard let count else { return true }
+            for index in 0..<count {
+                let record = batch[index]
+                // A zero-length record is the peer closing (or breaking the rule that frames are
+                // never empty): either way the connection ends, and so does a malformed frame.
+                // Records already received after it in this batch are discarded with it, their
+                // descriptors closed, as the kernel does for those still queued.
+                let failure: FrameError?
+                if record.endOfStream {
+                    failure = nil
+                } else {
+                    switch message(from: record) {
+                    case .success(let message):
+                        lock.withLock {
+                            state.queue.append(message)
+                            refreshDeliverableLocked()
+                        }
+                        continue
+                    case .failure(let reason):
+                        failure = reason
+                    }
                 }
-            case .failure(let reason):
-                for descriptor in received.descriptors { descriptor.close() }
-                drop(socket, of: connections, reporting: .malformedFrame(reason))
+                for later in index..<count { for descriptor in batch[later].descriptors { descriptor.close() } }
+                drop(socket, of: connections, reporting: failure.map(PortError.malformedFrame))
                 return true
             }
+            if count < asked { return true }
         }
     }
 
     /// Decodes and validates one received record into a message whose port components are
     /// proxies. On failure nothing has taken ownership of the record's descriptors.
-    private func message(from received: SeqPacketSocket.Received,
-                         in buffer: UnsafeMutableRawBufferPointer) -> Result<Message, FrameError> {
-        if received.truncated { return .failure(.truncated) }
-        if received.descriptorsTruncated { return .failure(.descriptorsTruncated) }
-        if received.unexpectedControl { return .failure(.unexpectedControlMessage) }
-        let frame: PortFrame
+    private func message(from record: ReceiveBatch.Record) -> Result<Message, FrameError> {
+        if record.truncated { return .failure(.truncated) }
+        if record.descriptorsTruncated { return .failure(.descriptorsTruncated) }
+        if record.unexpectedControl { return .failure(.unexpectedControlMessage) }
+        let reader: FrameReader
         do {
-            frame = try PortFrame.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<received.byteCount]),
-                                         descriptorCount: received.descriptors.count)
+            reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
         } catch {
             return .failure(error)
         }
         var sockets: [SeqPacketSocket] = []
-        for descriptor in received.descriptors {
+        for descriptor in record.descriptors {
             guard let socket = try? SeqPacketSocket(adopting: descriptor) else { return .failure(.descriptorNotAPort) }
             sockets.append(socket)
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
-        let components = frame.components.map { component -> Message.Component in
-            switch component {
-            case .data(let bytes): .data(Data(bytes))
-            case .port: .port(proxies.next()!)
-            }
+        var components: [Message.Component] = []
+        components.reserveCapacity(reader.componentCount)
+        reader.forEachComponent { data in
+            components.append(data.map { .data(Data($0)) } ?? .port(proxies.next()!))
         }
-        return .success(Message(msgid: frame.msgid, components: components,
-                                replyPort: frame.hasReplyPort ? proxies.next() : nil))
+        return .success(Message(msgid: reader.msgid, components: components,
+                                replyPort: reader.hasReplyPort ? proxies.next() : nil))
     }
 
     private func drop(_ socket: SeqPacketSocket, of connections: PortConnections, reporting error: PortError?) {

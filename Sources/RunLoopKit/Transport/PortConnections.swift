@@ -6,19 +6,13 @@
 final class PortConnections: @unchecked Sendable {
     let set: Epoll
     var sockets: [Int32: SeqPacketSocket] = [:]
-    /// The receive buffer: one byte more than the largest legal frame, so an oversized record
-    /// shows up as MSG_TRUNC rather than fitting by accident. Used on the loop thread only.
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: PortFrame.maximumFrameSize + 1, alignment: 8)
-    /// Room for the descriptors of one record. Loop thread only.
-    let descriptorBuffer = UnsafeMutableBufferPointer<Int32>.allocate(capacity: PortFrame.maximumDescriptors)
+    /// Receive buffers for a few records per system call. Used on the loop thread only. Pages
+    /// of the 64 KiB buffers that small frames never touch never become resident.
+    let batch = ReceiveBatch(capacity: 4, bytesPerRecord: PortFrame.maximumFrameSize + 1,
+                             descriptorsPerRecord: PortFrame.maximumDescriptors)
 
     init() throws(Errno) {
         set = try Epoll()
-    }
-
-    deinit {
-        buffer.deallocate()
-        descriptorBuffer.deallocate()
     }
 
     func add(_ socket: SeqPacketSocket) throws(Errno) {

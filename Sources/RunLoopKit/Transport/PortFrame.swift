@@ -12,6 +12,9 @@
 ///     12  4  body length L (bytes of DATA after the table)
 ///     16  8N component table: kind u8 (1 DATA, 2 PORT), 3 reserved zero bytes, length u32
 ///     16+8N L  the DATA bytes, in table order
+///
+/// `PortFrame` is the frame as a value (the test vectors' view); the transport writes and
+/// reads frames in place through `FrameWriter` and `FrameReader`, which this type uses too.
 struct PortFrame: Equatable, Sendable {
     enum Component: Equatable, Sendable {
         case data([UInt8])
@@ -42,107 +45,165 @@ struct PortFrame: Equatable, Sendable {
     /// The frame's bytes. Throws `.messageTooLarge` beyond `maximumFrameSize` or
     /// `maximumComponents`.
     func encode() throws(PortError) -> [UInt8] {
-        guard components.count <= Self.maximumComponents else {
-            throw .messageTooLarge(limit: Self.maximumFrameSize)
+        let size = try FrameWriter.size(of: components)
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            FrameWriter.write(msgid: msgid, hasReplyPort: hasReplyPort, components: components,
+                              into: UnsafeMutableRawBufferPointer(buffer))
+            count = size
         }
-        var bodyLength = 0
-        for case .data(let bytes) in components { bodyLength += bytes.count }
-        let size = Self.headerSize + Self.componentEntrySize * components.count + bodyLength
-        guard size <= Self.maximumFrameSize else { throw .messageTooLarge(limit: Self.maximumFrameSize) }
-
-        var out: [UInt8] = []
-        out.reserveCapacity(size)
-        out += Self.magic
-        out.append(Self.version)
-        out.append(hasReplyPort ? Self.replyPortFlag : 0)
-        out.appendLittleEndian(UInt16(components.count))
-        out.appendLittleEndian(msgid)
-        out.appendLittleEndian(UInt32(bodyLength))
-        for component in components {
-            switch component {
-            case .data(let bytes):
-                out += [1, 0, 0, 0]
-                out.appendLittleEndian(UInt32(bytes.count))
-            case .port:
-                out += [2, 0, 0, 0]
-                out.appendLittleEndian(UInt32(0))
-            }
-        }
-        for case .data(let bytes) in components { out += bytes }
-        return out
     }
 
     /// Parses and validates a frame received with `descriptorCount` descriptors, in the
     /// order of checks the specification gives (§5).
     static func decode(_ bytes: some Collection<UInt8>, descriptorCount: Int) throws(FrameError) -> PortFrame {
-        // Contiguous input (the receive buffer, an array) is read in place; anything else copied once.
+        // Contiguous input (an array, the receive buffer) is read in place; anything else copied once.
         let result = bytes.withContiguousStorageIfAvailable {
-            parse(UnsafeRawBufferPointer($0), descriptorCount: descriptorCount)
-        } ?? Array(bytes).withUnsafeBytes { parse($0, descriptorCount: descriptorCount) }
+            decode(UnsafeRawBufferPointer($0), descriptorCount: descriptorCount)
+        } ?? Array(bytes).withUnsafeBytes { decode($0, descriptorCount: descriptorCount) }
         return try result.get()
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer, descriptorCount: Int) -> Result<PortFrame, FrameError> {
+    private static func decode(_ bytes: UnsafeRawBufferPointer, descriptorCount: Int) -> Result<PortFrame, FrameError> {
         do {
-            return .success(try parseThrowing(bytes, descriptorCount: descriptorCount))
+            let reader = try FrameReader(validating: bytes, descriptorCount: descriptorCount)
+            var components: [Component] = []
+            reader.forEachComponent { data in
+                components.append(data.map { .data([UInt8]($0)) } ?? .port)
+            }
+            return .success(PortFrame(msgid: reader.msgid, components: components, hasReplyPort: reader.hasReplyPort))
         } catch {
             return .failure(error)
         }
     }
+}
 
-    private static func parseThrowing(_ bytes: UnsafeRawBufferPointer, descriptorCount: Int) throws(FrameError) -> PortFrame {
-        guard bytes.count <= maximumFrameSize else { throw .frameTooLarge }
-        guard bytes.count >= headerSize else { throw .truncatedHeader }
-        guard bytes.prefix(4).elementsEqual(magic) else { throw .badMagic }
-        guard bytes[4] == version else { throw .unsupportedVersion }
+/// Something that can be a frame component: DATA with a length and bytes, or a PORT.
+protocol FrameComponent {
+    /// The DATA length, or nil for a PORT.
+    var frameDataLength: Int? { get }
+    /// Copies the DATA bytes (exactly `frameDataLength` of them) into `destination`.
+    func copyFrameData(into destination: UnsafeMutableRawBufferPointer)
+}
+
+extension PortFrame.Component: FrameComponent {
+    var frameDataLength: Int? {
+        if case .data(let bytes) = self { bytes.count } else { nil }
+    }
+
+    func copyFrameData(into destination: UnsafeMutableRawBufferPointer) {
+        if case .data(let bytes) = self { destination.copyBytes(from: bytes) }
+    }
+}
+
+/// Writes frames in place: the size first (with the protocol's limits), then the bytes.
+enum FrameWriter {
+    /// The frame size for `components`; `.messageTooLarge` beyond the protocol's limits.
+    static func size<C: Collection>(of components: C) throws(PortError) -> Int where C.Element: FrameComponent {
+        guard components.count <= PortFrame.maximumComponents else {
+            throw .messageTooLarge(limit: PortFrame.maximumFrameSize)
+        }
+        let body = components.reduce(0) { $0 + ($1.frameDataLength ?? 0) }
+        let size = PortFrame.headerSize + PortFrame.componentEntrySize * components.count + body
+        guard size <= PortFrame.maximumFrameSize else { throw .messageTooLarge(limit: PortFrame.maximumFrameSize) }
+        return size
+    }
+
+    /// Writes the frame into `buffer`, which holds exactly `size(of: components)` bytes.
+    static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, components: C,
+                                     into buffer: UnsafeMutableRawBufferPointer) where C.Element: FrameComponent {
+        let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * components.count
+        for (index, byte) in PortFrame.magic.enumerated() { buffer[index] = byte }
+        buffer[4] = PortFrame.version
+        buffer[5] = hasReplyPort ? PortFrame.replyPortFlag : 0
+        buffer.storeLittleEndian(UInt16(components.count), at: 6)
+        buffer.storeLittleEndian(msgid, at: 8)
+        buffer.storeLittleEndian(UInt32(buffer.count - tableEnd), at: 12)
+        var entry = PortFrame.headerSize
+        var data = tableEnd
+        for component in components {
+            let length = component.frameDataLength
+            buffer[entry] = length == nil ? 2 : 1
+            buffer[entry + 1] = 0
+            buffer[entry + 2] = 0
+            buffer[entry + 3] = 0
+            buffer.storeLittleEndian(UInt32(length ?? 0), at: entry + 4)
+            if let length {
+                component.copyFrameData(into: UnsafeMutableRawBufferPointer(rebasing: buffer[data..<data + length]))
+                data += length
+            }
+            entry += PortFrame.componentEntrySize
+        }
+    }
+}
+
+/// A received frame, validated in the order of checks the specification gives (§5), read in place.
+struct FrameReader {
+    let bytes: UnsafeRawBufferPointer
+    let msgid: UInt32
+    let hasReplyPort: Bool
+    let componentCount: Int
+
+    init(validating bytes: UnsafeRawBufferPointer, descriptorCount: Int) throws(FrameError) {
+        guard bytes.count <= PortFrame.maximumFrameSize else { throw .frameTooLarge }
+        guard bytes.count >= PortFrame.headerSize else { throw .truncatedHeader }
+        guard bytes.prefix(4).elementsEqual(PortFrame.magic) else { throw .badMagic }
+        guard bytes[4] == PortFrame.version else { throw .unsupportedVersion }
         let flags = bytes[5]
-        guard flags & ~replyPortFlag == 0 else { throw .reservedFlags }
+        guard flags & ~PortFrame.replyPortFlag == 0 else { throw .reservedFlags }
         let count = Int(bytes.loadLittleEndian(UInt16.self, at: 6))
-        guard count <= maximumComponents else { throw .tooManyComponents }
-        let msgid = bytes.loadLittleEndian(UInt32.self, at: 8)
+        guard count <= PortFrame.maximumComponents else { throw .tooManyComponents }
         let bodyLength = Int(bytes.loadLittleEndian(UInt32.self, at: 12))
-        let tableEnd = headerSize + componentEntrySize * count
+        let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * count
         guard bytes.count >= tableEnd, bytes.count - tableEnd == bodyLength else { throw .lengthMismatch }
 
-        var lengths: [(kind: UInt8, length: Int)] = []
-        lengths.reserveCapacity(count)
+        var dataTotal = 0
+        var ports = 0
         for index in 0..<count {
-            let entry = headerSize + componentEntrySize * index
+            let entry = PortFrame.headerSize + PortFrame.componentEntrySize * index
             let kind = bytes[entry]
             guard kind == 1 || kind == 2 else { throw .badComponentKind }
             guard bytes[entry + 1] == 0, bytes[entry + 2] == 0, bytes[entry + 3] == 0 else { throw .reservedBytes }
             let length = Int(bytes.loadLittleEndian(UInt32.self, at: entry + 4))
-            guard kind == 1 || length == 0 else { throw .portLength }
-            lengths.append((kind, length))
+            if kind == 2 {
+                guard length == 0 else { throw .portLength }
+                ports += 1
+            }
+            dataTotal += length
         }
-        guard lengths.reduce(0, { $0 + $1.length }) == bodyLength else { throw .lengthMismatch }
+        guard dataTotal == bodyLength else { throw .lengthMismatch }
 
-        let hasReplyPort = flags & replyPortFlag != 0
-        let ports = lengths.count { $0.kind == 2 }
+        let hasReplyPort = flags & PortFrame.replyPortFlag != 0
         guard descriptorCount == ports + (hasReplyPort ? 1 : 0) else { throw .descriptorCountMismatch }
-
-        var offset = tableEnd
-        let components = lengths.map { entry -> Component in
-            guard entry.kind == 1 else { return .port }
-            defer { offset += entry.length }
-            return .data([UInt8](UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + entry.length])))
-        }
-        return PortFrame(msgid: msgid, components: components, hasReplyPort: hasReplyPort)
+        self.bytes = bytes
+        self.msgid = bytes.loadLittleEndian(UInt32.self, at: 8)
+        self.hasReplyPort = hasReplyPort
+        componentCount = count
     }
-}
 
-extension [UInt8] {
-    mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
-        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    /// Calls `body` for each component in order: its DATA bytes, or nil for a PORT.
+    func forEachComponent(_ body: (UnsafeRawBufferPointer?) -> Void) {
+        var data = PortFrame.headerSize + PortFrame.componentEntrySize * componentCount
+        for index in 0..<componentCount {
+            let entry = PortFrame.headerSize + PortFrame.componentEntrySize * index
+            guard bytes[entry] == 1 else {
+                body(nil)
+                continue
+            }
+            let length = Int(bytes.loadLittleEndian(UInt32.self, at: entry + 4))
+            body(UnsafeRawBufferPointer(rebasing: bytes[data..<data + length]))
+            data += length
+        }
     }
 }
 
 extension UnsafeRawBufferPointer {
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
-        var value: T = 0
-        for index in (0..<MemoryLayout<T>.size).reversed() {
-            value = value << 8 | T(self[offset + index])
-        }
-        return value
+        T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+}
+
+extension UnsafeMutableRawBufferPointer {
+    func storeLittleEndian<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+        storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self)
     }
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Writes Protocols/vectors/*.vector (format: port-message-frame.md section 9).
+
+Each vector is written field by field, one `frame:` line per header field / table entry,
+so that a reader can check it by eye against section 3. Re-run after editing; the files are
+the normative artefact, this script only saves typing.
+"""
+import os, struct, sys
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vectors")
+
+def hx(b):
+    return " ".join(f"{x:02X}" for x in b)
+
+class V:
+    def __init__(self, name, comment):
+        self.name, self.comment, self.lines, self.size = name, comment, [], 0
+    def raw(self, b, note=None):
+        self.lines.append((f"# {note}\n" if note else "") + f"frame: {hx(b)}")
+        self.size += len(b); return self
+    def rep(self, byte, count, note=None):
+        self.lines.append((f"# {note}\n" if note else "") + f"repeat: {byte:02X} {count}")
+        self.size += count; return self
+    def header(self, magic=b"RLKM", version=1, flags=0, count=0, msgid=0, body=0):
+        self.raw(magic, "magic")
+        self.raw(bytes([version]), "version")
+        self.raw(bytes([flags]), "flags")
+        self.raw(struct.pack("<H", count), f"component count {count}")
+        self.raw(struct.pack("<I", msgid), f"msgid {msgid}")
+        self.raw(struct.pack("<I", body), f"body length {body}")
+        return self
+    def entry(self, kind, length, reserved=b"\0\0\0"):
+        name = {1: "DATA", 2: "PORT"}.get(kind, f"kind {kind}")
+        return self.raw(bytes([kind]) + reserved + struct.pack("<I", length), f"entry: {name}, length {length}")
+    def write(self, descriptors, expect, msgid=None, reply=None, components=()):
+        text = [f"# {line}" for line in self.comment.split("\n")]
+        text.append(f"# {self.size} bytes")
+        text += self.lines
+        text.append(f"descriptors: {descriptors}")
+        text.append(f"expect: {expect}")
+        if expect == "ok":
+            text.append(f"msgid: {msgid}")
+            text.append(f"reply: {'true' if reply else 'false'}")
+            for c in components:
+                text.append(f"component: {c}")
+        with open(os.path.join(OUT, self.name + ".vector"), "w") as f:
+            f.write("\n".join(text) + "\n")
+
+def msg(name, comment, msgid, comps, reply=False, extra_desc=0):
+    """A valid frame from a component list: ('data', bytes) / ('rep', byte, n) / ('port',)."""
+    body = 0
+    for c in comps:
+        body += len(c[1]) if c[0] == "data" else (c[2] if c[0] == "rep" else 0)
+    v = V(name, comment).header(flags=1 if reply else 0, count=len(comps), msgid=msgid, body=body)
+    for c in comps:
+        if c[0] == "data": v.entry(1, len(c[1]))
+        elif c[0] == "rep": v.entry(1, c[2])
+        else: v.entry(2, 0)
+    for c in comps:
+        if c[0] == "data" and c[1]: v.raw(c[1], f"DATA, {len(c[1])} bytes")
+        elif c[0] == "rep": v.rep(c[1], c[2], f"DATA: {c[2]} bytes of {c[1]:02X}")
+    ports = sum(1 for c in comps if c[0] == "port")
+    desc = []
+    for c in comps:
+        if c[0] == "data": desc.append(f"data {c[1].hex().upper()}".rstrip())
+        elif c[0] == "rep": desc.append(f"data-repeat {c[1]:02X} {c[2]}")
+        else: desc.append("port")
+    return v, ports + (1 if reply else 0), desc
+
+def ok(name, comment, msgid, comps, reply=False):
+    v, d, desc = msg(name, comment, msgid, comps, reply)
+    v.write(d, "ok", msgid, reply, desc)
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for f in os.listdir(OUT):
+        if f.endswith(".vector"): os.remove(os.path.join(OUT, f))
+
+    # ---- valid ----
+    ok("ok-empty-message", "msgid 0, no components, no reply port: the smallest frame (header only).", 0, [])
+    ok("ok-single-data", "msgid 1000 with one DATA component \"hello\".", 1000, [("data", b"hello")])
+    ok("ok-empty-data", "One DATA component of length 0.", 7, [("data", b"")])
+    ok("ok-several-data", "Three DATA components, the middle one empty; body = concatenation.", 42,
+       [("data", b"abc"), ("data", b""), ("data", b"\x00\xff\x10\x80")])
+    ok("ok-ports-only", "Two PORT components: two descriptors, no body.", 5, [("port",), ("port",)])
+    ok("ok-ports-data-interleaved", "DATA, PORT, DATA, PORT, DATA: only DATA contributes body bytes.", 77,
+       [("data", b"one"), ("port",), ("data", b"two"), ("port",), ("data", b"three")])
+    ok("ok-reply-port", "REPLY_PORT set, one DATA component: one descriptor (the reply port).", 1000,
+       [("data", b"hello from C")], reply=True)
+    ok("ok-reply-port-only", "REPLY_PORT set, no components.", 9, [], reply=True)
+    ok("ok-ports-and-reply", "The worked example of section 10: DATA \"hello\", PORT, reply port; descriptors [port, reply].",
+       1000, [("data", b"hello"), ("port",)], reply=True)
+    ok("ok-msgid-byte-order", "msgid 0x04030201 is sent as 01 02 03 04 (little-endian).", 0x04030201, [("data", b"\x01")])
+    ok("ok-msgid-max", "msgid 0xFFFFFFFF.", 0xFFFFFFFF, [])
+    ok("ok-max-components-data", "64 DATA components of one byte each (the component limit).", 3,
+       [("data", bytes([i])) for i in range(64)])
+    ok("ok-max-descriptors", "64 PORT components and a reply port: 65 descriptors, the most a frame carries.", 11,
+       [("port",)] * 64, reply=True)
+    ok("ok-max-frame-size", "One DATA component of 65512 bytes: 16 + 8 + 65512 = 65536 bytes, exactly the limit.", 4096,
+       [("rep", 0xAB, 65512)])
+    ok("ok-near-limit-mixed", "PORT, 40000 bytes, DATA \"x\", 25486 bytes, reply port: 16 + 32 + 65487 = 65535 bytes.", 65535,
+       [("port",), ("rep", 0x00, 40000), ("data", b"x"), ("rep", 0xFF, 25486)], reply=True)
+
+    # ---- invalid: one per reason decode can produce ----
+    V("err-truncated-header-empty", "No bytes at all.").write(0, "error truncatedHeader")
+    V("err-truncated-header-15", "The first 15 bytes of a valid empty message.").raw(b"RLKM\x01\x00\x00\x00" + b"\x00" * 7).write(0, "error truncatedHeader")
+    V("err-bad-magic", "Magic \"RLKN\".").header(magic=b"RLKN").write(0, "error badMagic")
+    V("err-bad-magic-byte-order", "Magic written as a big-endian u32 read back little-endian: \"MKLR\".").header(magic=b"MKLR").write(0, "error badMagic")
+    V("err-unsupported-version-0", "Version 0.").header(version=0).write(0, "error unsupportedVersion")
+    V("err-unsupported-version-2", "Version 2 (a future version): rejected, not skipped.").header(version=2).write(0, "error unsupportedVersion")
+    V("err-reserved-flags-bit1", "Flag bit 1 set.").header(flags=0x02).write(0, "error reservedFlags")
+    V("err-reserved-flags-bit7", "Flag bit 7 set together with REPLY_PORT.").header(flags=0x81).write(1, "error reservedFlags")
+    v = V("err-too-many-components", "65 DATA components of length 0 (limit 64); the frame is otherwise consistent.").header(count=65)
+    for _ in range(65): v.entry(1, 0)
+    v.write(0, "error tooManyComponents")
+    V("err-too-many-components-ffff", "Component count 0xFFFF in a bare header.").header(count=0xFFFF).write(0, "error tooManyComponents")
+    V("err-bad-component-kind-0", "A component of kind 0.").header(count=1).entry(0, 0).write(0, "error badComponentKind")
+    V("err-bad-component-kind-3", "A component of kind 3 after a valid DATA one.").header(count=2, body=2).entry(1, 2).entry(3, 0).raw(b"hi").write(0, "error badComponentKind")
+    V("err-reserved-bytes", "A DATA entry whose second reserved byte is 01.").header(count=1, body=1).entry(1, 1, reserved=b"\0\x01\0").raw(b"z").write(0, "error reservedBytes")
+    V("err-reserved-bytes-port", "A PORT entry whose third reserved byte is 80.").header(count=1).entry(2, 0, reserved=b"\0\0\x80").write(1, "error reservedBytes")
+    V("err-port-length", "A PORT entry with length 5 (body length 5 and 5 body bytes, so the totals agree).").header(count=1, body=5).entry(2, 5).raw(b"abcde").write(1, "error portLength")
+    V("err-length-body-short", "bodyLength says 6, only 5 body bytes follow.").header(count=1, body=6).entry(1, 6).raw(b"hello").write(0, "error lengthMismatch")
+    V("err-length-extra-bytes", "A valid one-DATA frame followed by one extra byte.").header(count=1, body=5).entry(1, 5).raw(b"hello").raw(b"\x00", "extra byte").write(0, "error lengthMismatch")
+    V("err-length-table-truncated", "Count 2 but only one table entry present.").header(count=2).entry(2, 0).write(1, "error lengthMismatch")
+    V("err-length-empty-with-trailing", "An empty message (count 0, body 0) with 4 trailing bytes.").header().raw(b"\xde\xad\xbe\xef").write(0, "error lengthMismatch")
+    V("err-length-sum", "Header body length 5 and 5 body bytes, but the entries say 2 + 2 = 4.").header(count=2, body=5).entry(1, 2).entry(1, 2).raw(b"hello").write(0, "error lengthMismatch")
+    V("err-length-sum-overflow", "Entries 0xFFFFFFFF + 6 = 2^32 + 5: equal to bodyLength 5 only if the sum wraps at 32 bits.").header(count=2, body=5).entry(1, 0xFFFFFFFF).entry(1, 6).raw(b"hello").write(0, "error lengthMismatch")
+    v = V("err-frame-too-large", "One DATA component of 65513 bytes: 65537 bytes, otherwise consistent.").header(count=1, body=65513).entry(1, 65513).rep(0x5A, 65513)
+    v.write(0, "error frameTooLarge")
+    V("err-descriptors-missing-port", "One PORT component, no descriptor received.").header(count=1).entry(2, 0).write(0, "error descriptorCountMismatch")
+    V("err-descriptors-missing-reply", "REPLY_PORT set, no descriptor received.").header(flags=1).write(0, "error descriptorCountMismatch")
+    V("err-descriptors-extra", "One DATA component and a descriptor nobody asked for.").header(count=1, body=2).entry(1, 2).raw(b"hi").write(1, "error descriptorCountMismatch")
+    V("err-descriptors-one-short", "Two PORTs and a reply port, but only 2 descriptors received.").header(flags=1, count=2).entry(2, 0).entry(2, 0).write(2, "error descriptorCountMismatch")
+
+    # ---- check order (several faults; the first check of section 5.2 wins) ----
+    v = V("order-too-large-before-magic", "65537 bytes of zeros: F1 (frameTooLarge) before F3 (badMagic).").rep(0x00, 65537)
+    v.write(0, "error frameTooLarge")
+    V("order-short-before-magic", "4 bytes \"XXXX\": F2 (truncatedHeader) before F3.").raw(b"XXXX").write(0, "error truncatedHeader")
+    V("order-magic-before-version", "Bad magic and version 9: F3 before F4.").header(magic=b"ABCD", version=9).write(0, "error badMagic")
+    V("order-version-before-flags", "Version 2 and flags FF: F4 before F5.").header(version=2, flags=0xFF).write(0, "error unsupportedVersion")
+    V("order-flags-before-count", "Flags 02 and count 100: F5 before F6.").header(flags=0x02, count=100).write(0, "error reservedFlags")
+    V("order-count-before-lengths", "Count 65 in a bare 16-byte header: F6 before F7.").header(count=65).write(0, "error tooManyComponents")
+    V("order-table-before-kind", "Count 2, only one entry present and it has kind 9: F7 (table does not fit) before F8a.").header(count=2).entry(9, 0).write(0, "error lengthMismatch")
+    V("order-entry-by-entry", "Entry 0 has non-zero reserved bytes, entry 1 has kind 7: entries are checked one at a time, so entry 0's reservedBytes wins.").header(count=2).entry(1, 0, reserved=b"\x01\0\0").entry(7, 0).write(0, "error reservedBytes")
+    V("order-kind-before-reserved", "One entry with kind 4 and reserved bytes FF FF FF: F8a before F8b.").header(count=1).entry(4, 0, reserved=b"\xff\xff\xff").write(0, "error badComponentKind")
+    V("order-reserved-before-port-length", "A PORT entry with reserved bytes and length 3: F8b before F8c.").header(count=1, body=3).entry(2, 3, reserved=b"\0\x02\0").raw(b"abc").write(1, "error reservedBytes")
+    V("order-port-length-before-sum", "A PORT entry with length 3, body length 0: F8c before F9.").header(count=1).entry(2, 3).write(1, "error portLength")
+    V("order-sum-before-descriptors", "Entry lengths 1 + 1 != body length 3, and a PORT without descriptor: F9 before F10.").header(count=3, body=3).entry(1, 1).entry(1, 1).entry(2, 0).raw(b"abc").write(0, "error lengthMismatch")
+    print("wrote", len([f for f in os.listdir(OUT) if f.endswith('.vector')]), "vectors to", os.path.normpath(OUT))
+
+main()

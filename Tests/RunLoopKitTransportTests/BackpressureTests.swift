@@ -1,0 +1,95 @@
+// Test 8: backpressure and the frame size limit on a proxy.
+
+import Glibc
+import FoundationEssentials
+import Testing
+@testable import RunLoopKit
+
+@Suite("Proxy backpressure and limits", .timeLimit(.minutes(2)))
+struct BackpressureTests {
+    /// Sends 64-byte messages until one times out; returns how many went out, and the error.
+    func fill(_ proxy: MessagePort, limit: Int = 1_000_000) -> (sent: Int, error: PortError?) {
+        let payload = Data(repeating: 0xA5, count: 64)
+        for index in 0..<limit {
+            do {
+                try proxy.send(msgid: UInt32(index), components: [.data(payload)], timeout: .milliseconds(50))
+            } catch {
+                return (index, error)
+            }
+        }
+        return (limit, nil)
+    }
+
+    @Test("the owner's loop is not running: send(timeout: 50 ms) eventually throws .timedOut, and nothing is lost")
+    func ownerLoopNotRunning() throws {
+        let port = try MessagePort(queueLimit: 16)
+        let proxy = try MessagePort(sendRight: port.makeSendRight())
+        let (sent, error) = fill(proxy)
+        #expect(error == .timedOut, "after \(sent) messages: \(String(describing: error))")
+        #expect(sent > 0)
+
+        // Once the owner drains, every message sent before the time-out arrives, in order,
+        // and the one that timed out does not.
+        let received = Shared<[UInt32]>([])
+        port.setHandler { message in received.update { $0.append(message.msgid) } }
+        let thread = ResidentThread(name: "backpressure-late-drain")
+        defer { port.invalidate(); thread.stop() }
+        thread.runLoop.add(port, forMode: .default)
+        #expect(waitUntil { received.value.count >= sent }, "delivered \(received.value.count) of \(sent)")
+        #expect(received.value == Array(0..<UInt32(sent)))
+        // The proxy still works after a time-out.
+        try proxy.send(msgid: 777_777, timeout: waitLimit)
+        #expect(waitUntil { received.value.last == 777_777 })
+        #expect(received.value.count == sent + 1)
+    }
+
+    @Test("the owner's loop runs but the port has no receiver: reading pauses, senders time out")
+    func ownerWithoutReceiver() throws {
+        let port = try MessagePort(queueLimit: 8)
+        let thread = ResidentThread(name: "backpressure-no-receiver")
+        defer { port.invalidate(); thread.stop() }
+        thread.runLoop.add(port, forMode: .default)
+        let proxy = try MessagePort(sendRight: port.makeSendRight())
+        let (sent, error) = fill(proxy)
+        #expect(error == .timedOut, "after \(sent) messages: \(String(describing: error))")
+
+        let received = Shared<[UInt32]>([])
+        port.setHandler { message in received.update { $0.append(message.msgid) } }
+        #expect(waitUntil { received.value.count >= sent }, "delivered \(received.value.count) of \(sent)")
+        #expect(received.value == Array(0..<UInt32(sent)))
+    }
+
+    @Test("a frame above 65536 bytes throws .messageTooLarge(limit: 65536); one at the limit is delivered intact")
+    func frameSizeLimit() throws {
+        #expect(MessagePort.maximumFrameSize == 65536)
+        let receiver = try ReceivingPort(name: "backpressure-size")
+        defer { receiver.stop() }
+        let proxy = try MessagePort(sendRight: receiver.port.makeSendRight())
+
+        // 16 header + 8 table + 65513 = 65537 bytes.
+        #expect(throws: PortError.messageTooLarge(limit: 65536)) {
+            try proxy.send(msgid: 1, components: [.data(Data(count: 65513))], timeout: waitLimit)
+        }
+        #expect(throws: PortError.messageTooLarge(limit: 65536)) {
+            try proxy.send(msgid: 2, components: [.data(Data(count: 70_000))], timeout: waitLimit)
+        }
+        #expect(throws: PortError.messageTooLarge(limit: 65536)) {
+            try proxy.send(msgid: 3, components: [.data(Data(count: 40_000)), .data(Data(count: 40_000))], timeout: waitLimit)
+        }
+        // 65 components: over the component limit, whatever the size.
+        #expect(throws: PortError.messageTooLarge(limit: 65536)) {
+            try proxy.send(msgid: 4, components: Array(repeating: .data(Data()), count: 65), timeout: waitLimit)
+        }
+        // The connection is unaffected, and a frame of exactly 65536 bytes goes through.
+        var big = Data(count: 65512)
+        for index in big.indices { big[index] = UInt8(truncatingIfNeeded: index &* 31 &+ 7) }
+        try proxy.send(msgid: 5, components: [.data(big)], timeout: waitLimit)
+        try proxy.send(msgid: 6, components: Array(repeating: .data(Data([1])), count: 64), timeout: waitLimit)
+        let messages = try #require(receiver.waitForMessages(2))
+        #expect(messages.map(\.msgid) == [5, 6])
+        #expect(messages[0].data == big)
+        #expect(messages[1].components.count == 64)
+        #expect(receiver.errors.value.isEmpty)
+        #expect(proxy.isValid)
+    }
+}
