@@ -34,7 +34,8 @@ let package = Package(
         .executableTarget(
             name: "ExampleDaemon",
             dependencies: ["RunLoopKit", "RunLoopKitSystemd"],
-            path: "Examples/ExampleDaemon"
+            path: "Examples/ExampleDaemon",
+            exclude: ["example-daemon.service"]
         ),
 
         // Benchmarks: C peers (eventfd, ring + eventfd, socketpair, sd-event) and the Swift harness.
