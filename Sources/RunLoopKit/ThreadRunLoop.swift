@@ -189,8 +189,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// invocation's result once an exit condition holds, nil to go round again.
     private func runPass(_ modeState: ModeState, _ scratch: PassScratch, deadline: LoopInstant?,
                          returnAfterSourceHandled: Bool, keepAlive: Bool, firstPass: Bool) -> RunResult? {
-        // Anything asked of the loop before this point is seen by this pass.
-        wakePending.store(false, ordering: .sequentiallyConsistent)
+        // Anything asked of the loop before this point is seen by this pass. (Cleared only when
+        // set: the usual pass, woken by a port, skips the locked exchange.)
+        if wakePending.load(ordering: .relaxed) {
+            wakePending.store(false, ordering: .sequentiallyConsistent)
+        }
         let items = modeState.currentItems(lock: state)
 
         notify(.beforeTimers, items.observers)
