@@ -34,14 +34,6 @@ final class RingBuffer<Element> {
         return element
     }
 
-    /// Puts `element` back at the front (for a batch that must be returned undelivered).
-    func prepend(_ element: Element) {
-        if count == capacity { grow() }
-        head = (head - 1) & (capacity - 1)
-        (storage + head).initialize(to: element)
-        count += 1
-    }
-
     func removeAll() {
         while popFirst() != nil {}
         head = 0

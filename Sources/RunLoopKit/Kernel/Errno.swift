@@ -16,7 +16,6 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
 
     static let interrupted = Errno(rawValue: EINTR)
     static let wouldBlock = Errno(rawValue: EAGAIN)
-    static let timedOut = Errno(rawValue: ETIMEDOUT)
 
     /// True for the errno values that mean "the process or system ran out of something".
     var isResourceExhaustion: Bool {

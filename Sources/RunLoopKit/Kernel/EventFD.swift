@@ -24,12 +24,5 @@ struct EventFD: Sendable {
         _ = try? syscallRetryingEINTR { crlk_eventfd_ring(descriptor.rawValue) }
     }
 
-    /// Reads and resets the counter; returns 0 when it was not rung.
-    func drain() -> UInt64 {
-        var value: UInt64 = 0
-        let n = (try? syscallRetryingEINTR { read(descriptor.rawValue, &value, 8) }) ?? 0
-        return n == 8 ? value : 0
-    }
-
     func close() { descriptor.close() }
 }
