@@ -16,8 +16,7 @@ final class ModeState {
     @exclusivity(unchecked) private var snapshot: ItemSnapshot?
     // Guarded by the loop's state lock (see the type's comment).
     @exclusivity(unchecked) var items = ItemSet()
-    @exclusivity(unchecked) private var source1ByToken: [UInt64: Source1] = [:]
-    /// The same, in registration order, for snapshots.
+    /// The registered Source1 descriptors, in registration order (copied into snapshots).
     @exclusivity(unchecked) private var source1List: [(token: UInt64, source: Source1)] = []
 
     init(mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) {
@@ -34,6 +33,7 @@ final class ModeState {
     func insert<T: RunLoopItem>(_ item: T) -> Bool {
         guard items.insert(item) else { return false }
         for registration in item.source1Registrations { register(registration) }
+        generation.add(1, ordering: .releasing)
         return true
     }
 
@@ -44,8 +44,6 @@ final class ModeState {
         return true
     }
 
-    /// Adds one descriptor of a Source1 (also used when a port gains its connection set after
-    /// it was scheduled). Registering a descriptor twice is a no-op.
     /// The mode's items as of now, for the loop thread: the previous snapshot when nothing
     /// changed since, otherwise a new one taken under `lock`.
     func currentItems(lock: Locked<LoopState>) -> ItemSnapshot {
@@ -64,9 +62,10 @@ final class ModeState {
         snapshot = nil
     }
 
+    /// Adds one descriptor of a Source1 (also used when a port gains its connection set after
+    /// it was scheduled). Registering a descriptor twice is a no-op.
     func register(_ registration: Source1Registration) {
-        guard source1ByToken[registration.token] == nil else { return }
-        source1ByToken[registration.token] = registration.source
+        guard !source1List.contains(where: { $0.token == registration.token }) else { return }
         source1List.append((registration.token, registration.source))
         generation.add(1, ordering: .releasing)
         do {
@@ -77,7 +76,6 @@ final class ModeState {
     }
 
     private func unregister(_ registration: Source1Registration) {
-        source1ByToken[registration.token] = nil
         source1List.removeAll { $0.token == registration.token }
         epoll.remove(registration.descriptor)
     }

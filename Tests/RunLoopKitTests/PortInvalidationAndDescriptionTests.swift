@@ -1,10 +1,37 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import FoundationEssentials
 import RunLoopKit
 import Synchronization
 import Testing
 
-@Suite("Port invalidation notice and loop description")
+@Suite("Port invalidation notice, loop description, items added to a sleeping loop")
 struct PortInvalidationAndDescriptionTests {
+    @Test("§3.9/§3.15 a Source0 and a timer added from another thread to a loop already asleep are serviced")
+    func itemsAddedToSleepingLoopAreServiced() throws {
+        let worker = ResidentThread(name: "late-items")
+        defer { worker.stop() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !worker.runLoop.isWaiting && ContinuousClock.now < deadline { usleep(1_000) }
+        let performed = Atomic<Bool>(false)
+        let fired = Atomic<Bool>(false)
+        let source = RunLoopSource { performed.store(true, ordering: .relaxed) }
+        let timer = RunLoopTimer(interval: .milliseconds(1), repeats: false) { _ in fired.store(true, ordering: .relaxed) }
+        worker.runLoop.add(source, forMode: .default)
+        worker.runLoop.add(timer, forMode: .default)
+        source.signal()
+        worker.runLoop.wakeUp()
+        while !(performed.load(ordering: .relaxed) && fired.load(ordering: .relaxed)) && ContinuousClock.now < deadline {
+            usleep(1_000)
+        }
+        let didPerform = performed.load(ordering: .relaxed)
+        let didFire = fired.load(ordering: .relaxed)
+        #expect(didPerform)
+        #expect(didFire)
+        source.invalidate()
+    }
+
     @Test("invalidate() runs the invalidation handler once, after discarding and counting queued messages")
     func invalidationHandlerRunsOnceWithDiscardedCount() throws {
         let port = try MessagePort(queueLimit: 8)
