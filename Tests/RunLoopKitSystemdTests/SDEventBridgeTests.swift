@@ -37,7 +37,7 @@ private final class FreedFlag: Sendable {
 /// Test scenarios run on a fresh thread with its own ThreadRunLoop and sd_event.
 @Suite("SDEventBridge")
 struct SDEventBridgeTests {
-    private struct Outcome: Sendable {
+    fileprivate struct Outcome: Sendable {
         var whileOtherMode: [String] = []
         var otherResult: ThreadRunLoop.RunResult?
         var bridgedResult: ThreadRunLoop.RunResult?
@@ -50,20 +50,12 @@ struct SDEventBridgeTests {
 
     @Test("timer and io sources fire in the bridged mode, and not while another mode runs")
     func firesOnlyInBridgedMode() async throws {
-        let outcome: Outcome = await onNewThread("sd-event-loop") {
-            var outcome = Outcome()
-            let loop = ThreadRunLoop.current
+        let outcome = await onEventLoopThread { loop, event, outcome in
             let recorder = Recorder(loop: loop)
-            var event: OpaquePointer?
-            guard sd_event_new(&event) >= 0, let event else {
-                outcome.setupError = "sd_event_new failed"
-                return outcome
-            }
-            defer { sd_event_unref(event) }
 
             // An io source on a pipe that is readable from the start.
             var pipeFDs: [Int32] = [-1, -1]
-            guard pipe(&pipeFDs) == 0 else { outcome.setupError = "pipe: errno \(errno)"; return outcome }
+            guard pipe(&pipeFDs) == 0 else { outcome.setupError = "pipe: errno \(errno)"; return }
             defer { close(pipeFDs[0]); close(pipeFDs[1]) }
             var byte: UInt8 = 42
             _ = write(pipeFDs[1], &byte, 1)
@@ -85,7 +77,7 @@ struct SDEventBridgeTests {
             let bridge: SDEventBridge
             do { bridge = try SDEventBridge(event: event) } catch {
                 outcome.setupError = "SDEventBridge: \(error)"
-                return outcome
+                return
             }
             let bridged = ThreadRunLoop.Mode("sd-event")
             let other = ThreadRunLoop.Mode("other")
@@ -114,7 +106,6 @@ struct SDEventBridgeTests {
             outcome.events = recorder.snapshot
             outcome.offThread = recorder.offThread.withLock { $0 }
             bridge.invalidate()
-            return outcome
         }
         #expect(outcome.setupError == nil, "\(outcome.setupError ?? "")")
         #expect(outcome.otherResult == .timedOut)
@@ -127,20 +118,12 @@ struct SDEventBridgeTests {
 
     @Test("a lone sd-event timer wakes the sleeping loop (no descriptor activity, no polling)")
     func loneTimerWakesLoop() async throws {
-        let outcome: Outcome = await onNewThread("sd-event-loop") {
-            var outcome = Outcome()
-            let loop = ThreadRunLoop.current
+        let outcome = await onEventLoopThread { loop, event, outcome in
             let recorder = Recorder(loop: loop)
-            var event: OpaquePointer?
-            guard sd_event_new(&event) >= 0, let event else {
-                outcome.setupError = "sd_event_new failed"
-                return outcome
-            }
-            defer { sd_event_unref(event) }
             let bridge: SDEventBridge
             do { bridge = try SDEventBridge(event: event) } catch {
                 outcome.setupError = "SDEventBridge: \(error)"
-                return outcome
+                return
             }
             bridge.add(to: loop, forMode: .default)
             // Only sd_event_prepare (run by the bridge's .beforeWaiting observer) arms this
@@ -157,7 +140,6 @@ struct SDEventBridgeTests {
             outcome.events = recorder.snapshot
             outcome.offThread = recorder.offThread.withLock { $0 }
             bridge.invalidate()
-            return outcome
         }
         #expect(outcome.setupError == nil, "\(outcome.setupError ?? "")")
         #expect(outcome.bridgedResult == .stopped, "\(String(describing: outcome.bridgedResult))")
@@ -202,15 +184,7 @@ struct SDEventBridgeTests {
 
     @Test("sd_event_exit ends the bridge: completion with the exit code, bridge invalid")
     func exitCompletes() async throws {
-        let outcome: Outcome = await onNewThread("sd-event-loop") {
-            var outcome = Outcome()
-            let loop = ThreadRunLoop.current
-            var event: OpaquePointer?
-            guard sd_event_new(&event) >= 0, let event else {
-                outcome.setupError = "sd_event_new failed"
-                return outcome
-            }
-            defer { sd_event_unref(event) }
+        let outcome = await onEventLoopThread { loop, event, outcome in
             var timer: OpaquePointer?
             sd_event_add_time_relative(event, &timer, CLOCK_MONOTONIC, 20_000, 1, { source, _, _ in
                 sd_event_exit(sd_event_source_get_event(source), 7)
@@ -227,18 +201,35 @@ struct SDEventBridgeTests {
                 }
             } catch {
                 outcome.setupError = "SDEventBridge: \(error)"
-                return outcome
+                return
             }
             bridge.add(to: loop, forMode: .default)
             outcome.bridgedResult = loop.run(mode: .default, for: .seconds(10), returnAfterSourceHandled: false)
             outcome.completion = completion.withLock { $0 }
             outcome.bridgeValidAfter = bridge.isValid
-            return outcome
         }
         #expect(outcome.setupError == nil, "\(outcome.setupError ?? "")")
         #expect(outcome.completion == .exited(code: 7))
         #expect(!outcome.bridgeValidAfter)
         #expect(outcome.bridgedResult == .stopped || outcome.bridgedResult == .finished,
                 "\(String(describing: outcome.bridgedResult))")
+    }
+}
+
+/// Runs `body` on a new thread with that thread's loop and a fresh `sd_event` (unreferenced
+/// afterwards), collecting what it records; a failed `sd_event_new` is a setup error.
+private func onEventLoopThread(
+    _ body: @escaping @Sendable (ThreadRunLoop, OpaquePointer, inout SDEventBridgeTests.Outcome) -> Void
+) async -> SDEventBridgeTests.Outcome {
+    await onNewThread("sd-event-loop") {
+        var outcome = SDEventBridgeTests.Outcome()
+        var event: OpaquePointer?
+        guard sd_event_new(&event) >= 0, let event else {
+            outcome.setupError = "sd_event_new failed"
+            return outcome
+        }
+        defer { sd_event_unref(event) }
+        body(ThreadRunLoop.current, event, &outcome)
+        return outcome
     }
 }
