@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "CBenchmarkPeers.h"
@@ -26,6 +27,24 @@ static inline int bench_write_u64(int fd, uint64_t value) {
     ssize_t n;
     while ((n = write(fd, &value, sizeof value)) < 0 && errno == EINTR) {}
     return n == (ssize_t)sizeof value ? 0 : -1;
+}
+
+/// SOCK_SEQPACKET ping-pong helpers shared by the thread and the process variants.
+/// MSG_NOSIGNAL: a peer that is gone is a failure to report, not a SIGPIPE.
+static inline int bench_seqpacket_send_u64(int fd, uint64_t value) {
+    ssize_t n;
+    while ((n = send(fd, &value, sizeof value, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
+    return n == (ssize_t)sizeof value ? 0 : -1;
+}
+
+/// Receives one packet: 1 for exactly 8 bytes, 0 at end-of-stream, -1 for a packet of
+/// another length (MSG_TRUNC reports the real length of a longer one), -2 if recv failed.
+static inline int bench_seqpacket_recv_u64(int fd, uint64_t *value) {
+    ssize_t n;
+    while ((n = recv(fd, value, sizeof *value, MSG_TRUNC)) < 0 && errno == EINTR) {}
+    if (n < 0) return -2;
+    if (n == 0) return 0;
+    return n == (ssize_t)sizeof *value ? 1 : -1;
 }
 
 typedef struct bench_latency_recorder {
@@ -63,6 +82,30 @@ static inline int bench_recorder_add(bench_latency_recorder *r, uint64_t sample_
     if (result->count < r->plan->capacity && now_ns - r->started_ns < r->plan->budget_ns) return 1;
     result->allocs_end = bench_alloc_snapshot();
     return 0;
+}
+
+/// The initiator of a SOCK_SEQPACKET ping-pong: sends 1, 2, 3… on `fd`, times each echo and
+/// records it until the recorder has enough samples. `responder_cpu(context)` is the CPU the
+/// responder last ran on. Returns the number of pings sent; a wrong pong sets `*failure`.
+static inline uint64_t bench_seqpacket_initiate(int fd, bench_latency_recorder *recorder,
+                                                int32_t (*responder_cpu)(const void *context),
+                                                const void *context, const char **failure) {
+    uint64_t sent = 0;
+    for (uint64_t seq = 1;; seq++) {
+        uint64_t t0 = bench_now_ns();
+        bench_seqpacket_send_u64(fd, seq);
+        sent = seq;
+        uint64_t value;
+        int rc = bench_seqpacket_recv_u64(fd, &value);
+        uint64_t t1 = bench_now_ns();
+        if (rc != 1 || value != seq) {
+            *failure = "C socketpair: initiator received a wrong pong";
+            break;
+        }
+        int same = bench_current_cpu() == responder_cpu(context);
+        if (!bench_recorder_add(recorder, t1 - t0, same, t1)) break;
+    }
+    return sent;
 }
 
 #endif

@@ -15,38 +15,28 @@ typedef struct responder {
     const char *failure;
 } responder;
 
-static int send_u64(int fd, uint64_t value) {
-    ssize_t n;
-    while ((n = send(fd, &value, sizeof value, 0)) < 0 && errno == EINTR) {}
-    return n == (ssize_t)sizeof value ? 0 : -1;
-}
-
-/// Receives one packet; fails unless it is exactly 8 bytes (MSG_TRUNC reports the
-/// real length of a longer packet).
-static int recv_u64(int fd, uint64_t *value) {
-    ssize_t n;
-    while ((n = recv(fd, value, sizeof *value, MSG_TRUNC)) < 0 && errno == EINTR) {}
-    return n == (ssize_t)sizeof *value ? 0 : -1;
+static int32_t responder_cpu(const void *context) {
+    return atomic_load_explicit(&((responder *)context)->cpu, memory_order_relaxed);
 }
 
 static void *responder_main(void *arg) {
     responder *r = arg;
     for (uint64_t expected = 1;; expected++) {
         uint64_t value;
-        if (recv_u64(r->fd, &value) != 0) {
+        if (bench_seqpacket_recv_u64(r->fd, &value) != 1) {
             r->failure = "C socketpair: responder received a malformed packet";
-            send_u64(r->fd, BENCH_POISON_VALUE);
+            bench_seqpacket_send_u64(r->fd, BENCH_POISON_VALUE);
             break;
         }
         if (value == BENCH_STOP_VALUE) break;
         if (value != expected) {
             r->failure = "C socketpair: responder received an out-of-sequence ping";
-            send_u64(r->fd, BENCH_POISON_VALUE);
+            bench_seqpacket_send_u64(r->fd, BENCH_POISON_VALUE);
             break;
         }
         atomic_store_explicit(&r->cpu, bench_current_cpu(), memory_order_relaxed);
         r->handled++;
-        send_u64(r->fd, value);
+        bench_seqpacket_send_u64(r->fd, value);
     }
     return NULL;
 }
@@ -65,22 +55,8 @@ void bench_socketpair_pingpong(const bench_latency_plan *plan, bench_latency_res
         result->failure = "C socketpair: pthread_create failed";
         return;
     }
-    uint64_t sent = 0;
-    for (uint64_t seq = 1;; seq++) {
-        uint64_t t0 = bench_now_ns();
-        send_u64(fds[0], seq);
-        sent = seq;
-        uint64_t value;
-        int rc = recv_u64(fds[0], &value);
-        uint64_t t1 = bench_now_ns();
-        if (rc != 0 || value != seq) {
-            result->failure = "C socketpair: initiator received a wrong pong";
-            break;
-        }
-        int same = bench_current_cpu() == atomic_load_explicit(&r.cpu, memory_order_relaxed);
-        if (!bench_recorder_add(&recorder, t1 - t0, same, t1)) break;
-    }
-    send_u64(fds[0], BENCH_STOP_VALUE);
+    uint64_t sent = bench_seqpacket_initiate(fds[0], &recorder, responder_cpu, &r, &result->failure);
+    bench_seqpacket_send_u64(fds[0], BENCH_STOP_VALUE);
     pthread_join(thread, NULL);
     close(fds[0]);
     close(fds[1]);

@@ -18,39 +18,26 @@ enum {
     RESPONDER_RECV_FAILED = 3,
 };
 
-/// MSG_NOSIGNAL: a peer that is gone is a failure to report, not a SIGPIPE.
-static int send_u64(int fd, uint64_t value) {
-    ssize_t n;
-    while ((n = send(fd, &value, sizeof value, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
-    return n == (ssize_t)sizeof value ? 0 : -1;
-}
-
-/// Receives one packet: 1 for exactly 8 bytes, 0 at end-of-stream, -1 for a packet of
-/// another length (MSG_TRUNC reports the real length of a longer one), -2 if recv failed.
-static int recv_u64(int fd, uint64_t *value) {
-    ssize_t n;
-    while ((n = recv(fd, value, sizeof *value, MSG_TRUNC)) < 0 && errno == EINTR) {}
-    if (n < 0) return -2;
-    if (n == 0) return 0;
-    return n == (ssize_t)sizeof *value ? 1 : -1;
+static int32_t responder_cpu(const void *context) {
+    return bench_responder_cell_cpu(context);
 }
 
 /// The child: echoes every ping until the initiator closes its end.
 static _Noreturn void responder_main(int fd, bench_responder_cell *cell) {
     for (uint64_t expected = 1;; expected++) {
         uint64_t value;
-        int rc = recv_u64(fd, &value);
+        int rc = bench_seqpacket_recv_u64(fd, &value);
         if (rc == 0) _exit(RESPONDER_DONE);
         if (rc < 0) {
-            send_u64(fd, BENCH_POISON_VALUE);
+            bench_seqpacket_send_u64(fd, BENCH_POISON_VALUE);
             _exit(rc == -1 ? RESPONDER_MALFORMED : RESPONDER_RECV_FAILED);
         }
         if (value != expected) {
-            send_u64(fd, BENCH_POISON_VALUE);
+            bench_seqpacket_send_u64(fd, BENCH_POISON_VALUE);
             _exit(RESPONDER_OUT_OF_SEQUENCE);
         }
         bench_responder_cell_answer(cell, expected);
-        send_u64(fd, value);
+        bench_seqpacket_send_u64(fd, value);
     }
 }
 
@@ -94,21 +81,7 @@ void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_res
     }
     close(fds[1]);
 
-    uint64_t sent = 0;
-    for (uint64_t seq = 1;; seq++) {
-        uint64_t t0 = bench_now_ns();
-        send_u64(fds[0], seq);
-        sent = seq;
-        uint64_t value;
-        int rc = recv_u64(fds[0], &value);
-        uint64_t t1 = bench_now_ns();
-        if (rc != 1 || value != seq) {
-            result->failure = "C socketpair: initiator received a wrong pong";
-            break;
-        }
-        int same = bench_current_cpu() == bench_responder_cell_cpu(cell);
-        if (!bench_recorder_add(&recorder, t1 - t0, same, t1)) break;
-    }
+    uint64_t sent = bench_seqpacket_initiate(fds[0], &recorder, responder_cpu, cell, &result->failure);
     close(fds[0]);  // end-of-stream: the responder exits
     int status = 0;
     pid_t reaped;
