@@ -62,8 +62,8 @@ final class ModeState {
         snapshot = nil
     }
 
-    /// Adds one descriptor of a Source1 (also used when a port gains its connection set after
-    /// it was scheduled). Registering a descriptor twice is a no-op.
+    /// Adds one descriptor of a Source1 (also used when a port gains a connection after it was
+    /// scheduled). Registering a descriptor twice is a no-op.
     func register(_ registration: Source1Registration) {
         guard !source1List.contains(where: { $0.token == registration.token }) else { return }
         source1List.append((registration.token, registration.source))
@@ -75,8 +75,11 @@ final class ModeState {
         }
     }
 
-    private func unregister(_ registration: Source1Registration) {
-        source1List.removeAll { $0.token == registration.token }
+    /// Removes one descriptor of a Source1; unregistering one that is not registered is a no-op.
+    func unregister(_ registration: Source1Registration) {
+        guard let index = source1List.firstIndex(where: { $0.token == registration.token }) else { return }
+        source1List.remove(at: index)
+        generation.add(1, ordering: .releasing)
         epoll.remove(registration.descriptor)
     }
 }

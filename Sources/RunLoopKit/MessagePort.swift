@@ -73,15 +73,14 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// A proxy's send right (one end of a socketpair whose other end another process reads).
     let remote: SeqPacketSocket?
     let token = Source1Token.next()
-    let connectionsToken = Source1Token.next()
     let lock = ConditionLock()
     let state = State()
     /// A receiver is set and messages are queued, or frames can be read into a queue with
     /// room: the loop may service the port without asking the kernel.
     let deliverable = Atomic<Bool>(false)
-    /// Frames may be waiting on a connection: set by the connection set's epoll edge, cleared
-    /// once every ready connection was read to EAGAIN. Written with `lock` held; read without
-    /// it by the loop, which skips reading connections when it is false.
+    /// Frames may be waiting on a connection: set by a connection's epoll edge, cleared once
+    /// every pending connection was read to EAGAIN. Written with `lock` held; read without it
+    /// by the loop, which skips reading connections when it is false.
     let connectionsPending = Atomic<Bool>(false)
     let membership = LoopMembership()
 
@@ -168,7 +167,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
         if remote != nil {
-            try sendRemote(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: deadline)
+            try sendRemote(msgid: msgid, components: components, replyPort: replyPort, deadline: { deadline })
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
         } else {
@@ -183,8 +182,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // The clock is read only when the send must wait: on the fast path it would cost more
         // than the rest of it.
         if remote != nil {
-            try sendRemote(Message(msgid: msgid, components: components, replyPort: replyPort),
-                           deadline: ThreadRunLoop.deadline(after: timeout))
+            try sendRemote(msgid: msgid, components: components, replyPort: replyPort,
+                           deadline: { ThreadRunLoop.deadline(after: timeout) })
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
         } else {
@@ -301,15 +300,18 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
         var registrations = [Source1Registration(token: token, descriptor: doorbell!.descriptor,
                                                  interest: [.readable, .edgeTriggered], source: .portDoorbell(self))]
-        if let connections = lock.withLock({ state.connections }) {
-            registrations.append(connectionsRegistration(connections))
+        lock.withLock {
+            guard let connections = state.connections else { return }
+            for connection in connections.registered {
+                registrations.append(registration(of: connection, in: connections))
+            }
         }
         return registrations
     }
 
-    func connectionsRegistration(_ connections: PortConnections) -> Source1Registration {
-        Source1Registration(token: connectionsToken, descriptor: connections.set.descriptor,
-                            interest: [.readable, .edgeTriggered], source: .portConnections(self))
+    func registration(of connection: PortConnections.Connection, in connections: PortConnections) -> Source1Registration {
+        Source1Registration(token: connection.token, descriptor: connection.socket.descriptor,
+                            interest: [.readable], source: .portConnection(self, connections, connection.socket))
     }
     func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "MessagePort") }
     func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }

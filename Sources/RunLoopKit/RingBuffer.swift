@@ -39,6 +39,19 @@ final class RingBuffer<Element> {
         head = 0
     }
 
+    /// Removes the elements matching `predicate`, keeping the others in order.
+    func removeAll(where predicate: (Element) -> Bool) {
+        for _ in 0..<count {
+            let element = popFirst()!
+            if !predicate(element) { append(element) }
+        }
+    }
+
+    func contains(where predicate: (Element) -> Bool) -> Bool {
+        for index in 0..<count where predicate(storage[(head + index) & (capacity - 1)]) { return true }
+        return false
+    }
+
     private func grow() {
         let newCapacity = capacity * 2
         let newStorage = UnsafeMutablePointer<Element>.allocate(capacity: newCapacity)

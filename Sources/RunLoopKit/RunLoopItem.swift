@@ -32,8 +32,8 @@ extension RunLoopItem {
 enum Source1: Sendable {
     /// A local port's doorbell: messages were queued in memory.
     case portDoorbell(MessagePort)
-    /// A local port's connection set: frames from other processes are waiting to be read.
-    case portConnections(MessagePort)
+    /// One receive end of a local port's send rights: frames from another process are waiting.
+    case portConnection(MessagePort, PortConnections, SeqPacketSocket)
     /// A proxy's socket: watched for the owner hanging up.
     case proxy(MessagePort)
     case fileDescriptor(FileDescriptorSource)

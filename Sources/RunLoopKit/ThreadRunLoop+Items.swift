@@ -85,11 +85,23 @@ extension ThreadRunLoop {
 
 extension ThreadRunLoop {
     /// Registers one more descriptor of an item already scheduled on this loop, in every mode
-    /// that holds it (a port that gained its connection set after it was added).
-    func addRegistration(_ registration: Source1Registration, for item: AnyObject) {
+    /// that holds it (a port that gained a connection after it was added).
+    /// `stillWanted` is checked under the loop's lock, which orders it against `removeRegistration`.
+    func addRegistration(_ registration: Source1Registration, for item: AnyObject, if stillWanted: () -> Bool) {
         state.withLock { state in
+            guard stillWanted() else { return }
             for modeState in state.modes.values where modeState.items.contains(item) {
                 modeState.register(registration)
+            }
+        }
+    }
+
+    /// Unregisters one descriptor of an item from every mode that holds it (a port dropping a
+    /// connection), before the descriptor is closed.
+    func removeRegistration(_ registration: Source1Registration, for item: AnyObject) {
+        state.withLock { state in
+            for modeState in state.modes.values where modeState.items.contains(item) {
+                modeState.unregister(registration)
             }
         }
     }

@@ -369,9 +369,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             switch items.source1(for: event.token) {
             case .portDoorbell(let port)?:
                 if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
-            case .portConnections(let port)?:
-                port.connectionsBecameReadable()
-                if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
+            case .portConnection(let port, let connections, let socket)?:
+                port.connectionBecameReadable(socket, of: connections)
+                scratch.ready.append(.port(port))
             case .proxy(let port)?:
                 if event.hungUp { scratch.ready.append(.proxyHungUp(port)) }
             case .fileDescriptor(let source)?:

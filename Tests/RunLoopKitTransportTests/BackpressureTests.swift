@@ -92,4 +92,35 @@ struct BackpressureTests {
         #expect(receiver.errors.value.isEmpty)
         #expect(proxy.isValid)
     }
+
+    @Test("frames that cannot be read (no receiver, then a full queue) wake the sleeping loop at most once, and arrive in order once they can")
+    func unreadableConnectionsDoNotSpin() throws {
+        // Connections are level-triggered: one the loop cannot read yet must be parked, or its
+        // readiness would end every sleep. Counted as passes that slept, on a loop whose only
+        // activity is this port.
+        let port = try MessagePort(queueLimit: 4)
+        let proxy = try MessagePort(sendRight: port.makeSendRight())
+        let sleeps = Shared(0)
+        let received = Shared<[UInt32]>([])
+        let thread = ResidentThread(name: "backpressure-parking")
+        defer { port.invalidate(); proxy.invalidate(); thread.stop() }
+        thread.runLoop.add(RunLoopObserver(activities: .afterWaiting) { _, _ in sleeps.update { $0 += 1 } },
+                           forMode: .default)
+        thread.runLoop.add(port, forMode: .default)
+        // Four local messages fill the queue; eight frames wait behind them in the socket.
+        for msgid in 0..<4 { try port.send(msgid: UInt32(msgid), timeout: .seconds(5)) }
+        for msgid in 4..<12 { try proxy.send(msgid: UInt32(msgid), timeout: .seconds(5)) }
+        #expect(waitUntil { thread.runLoop.isWaiting })
+        let before = sleeps.value
+        // Long enough for a spinning loop to go round many thousand times.
+        try thread.perform(waitUntilDone: true) {}
+        usleep(200_000)
+        #expect(thread.runLoop.isWaiting)
+        #expect(sleeps.value - before <= 2, "the loop woke \(sleeps.value - before) times with unreadable frames waiting")
+
+        port.setHandler { message in received.update { $0.append(message.msgid) } }
+        #expect(waitUntil { received.value.count == 12 }, "delivered \(received.value)")
+        #expect(received.value == Array(0..<12))
+        #expect(port.connectionCount == 1)
+    }
 }

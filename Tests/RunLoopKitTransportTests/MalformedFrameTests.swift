@@ -223,7 +223,7 @@ struct MalformedFrameTests {
         defer { close(right) }
         // SCM_CREDENTIALS arrives only on a socket with SO_PASSCRED, and only the receive end's
         // options count: reach the port's one connection (white-box, via @testable).
-        let receiveEnds = receiver.port.lock.withLock { receiver.port.state.connections?.sockets.values.map(\.descriptor.rawValue) ?? [] }
+        let receiveEnds = receiver.port.lock.withLock { receiver.port.state.connections?.sockets.values.map(\.socket.descriptor.rawValue) ?? [] }
         try #require(receiveEnds.count == 1)
         var on: Int32 = 1
         try #require(setsockopt(receiveEnds[0], SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size)) == 0)

@@ -28,26 +28,21 @@ extension MessagePort {
     private func makeConnection(inheritable: Bool) throws(PortError) -> SeqPacketSocket {
         let (mine, theirs): (SeqPacketSocket, SeqPacketSocket)
         do { (mine, theirs) = try SeqPacketSocket.makePair(inheritable: inheritable) } catch { throw Self.portError(error) }
-        var created: PortConnections?
-        let failure: PortError? = lock.withLock { () -> PortError? in
-            guard membership.isValid else { return .invalidPort }
-            do throws(Errno) {
-                if state.connections == nil {
-                    state.connections = try PortConnections()
-                    created = state.connections
-                }
-                try state.connections!.add(mine)
-                return nil
-            } catch {
-                return Self.portError(error)
-            }
+        let added: (PortConnections.Connection, PortConnections)? = lock.withLock {
+            guard membership.isValid else { return nil }
+            if state.connections == nil { state.connections = PortConnections() }
+            return (state.connections!.add(mine), state.connections!)
         }
-        if let failure {
+        guard let (connection, connections) = added else {
             mine.close()
             theirs.close()
-            throw failure
+            throw .invalidPort
         }
-        if let created { membership.loop?.addRegistration(connectionsRegistration(created), for: self) }
+        // Unless the loop already dropped it (a peer that hung up at once, seen through a mode
+        // that registered it meanwhile): its descriptor may be closed by now.
+        membership.loop?.addRegistration(registration(of: connection, in: connections), for: self) {
+            lock.withLock { state.connections?.sockets[mine.descriptor.rawValue]?.token == connection.token }
+        }
         return theirs
     }
 
@@ -99,47 +94,57 @@ extension MessagePort {
 
     // MARK: - Sending through a proxy
 
-    /// Writes `message` as one frame, built in place; waits in poll(2) while the peer's buffer is full.
-    func sendRemote(_ message: Message, deadline: @autoclosure () -> ContinuousClock.Instant?) throws(PortError) {
+    /// Writes one frame, built in place; waits in poll(2) while the peer's buffer is full.
+    func sendRemote(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?,
+                    deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         guard let remote, isValid else { throw .invalidPort }
-        let size = try FrameWriter.size(of: message.components)
+        let size = try FrameWriter.size(of: components)
         // One descriptor per PORT component in table order, then the reply port (spec §3).
         var descriptors: [Int32] = []
-        for case .port(let port) in message.components { descriptors.append(try port.transferableDescriptor()) }
-        if let reply = message.replyPort { descriptors.append(try reply.transferableDescriptor()) }
-        let sent = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
-            FrameWriter.write(msgid: message.msgid, hasReplyPort: message.replyPort != nil,
-                              components: message.components, into: buffer)
-            return Result { () throws(PortError) in
-                try send(frame: UnsafeRawBufferPointer(buffer), descriptors: descriptors, through: remote, deadline: deadline())
+        for case .port(let port) in components { descriptors.append(try port.transferableDescriptor()) }
+        if let replyPort { descriptors.append(try replyPort.transferableDescriptor()) }
+        let failure = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer -> PortError? in
+            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: components, into: buffer)
+            let frame = UnsafeRawBufferPointer(buffer)
+            do throws(Errno) {
+                try remote.send(frame, descriptors: descriptors)
+                return nil
+            } catch {
+                return sendAfter(error, frame: frame, descriptors: descriptors, through: remote, deadline: deadline)
             }
         }
-        try sent.get()
+        if let failure { throw failure }
     }
 
-    private func send(frame: UnsafeRawBufferPointer, descriptors: [Int32], through remote: SeqPacketSocket,
-                      deadline: @autoclosure () -> ContinuousClock.Instant?) throws(PortError) {
+    /// The first write failed with `error`: waits while the peer's buffer is full and retries,
+    /// or maps the error. Returns nil once the frame is sent.
+    @inline(never)
+    private func sendAfter(_ error: Errno, frame: UnsafeRawBufferPointer, descriptors: [Int32],
+                           through remote: SeqPacketSocket, deadline: () -> ContinuousClock.Instant?) -> PortError? {
+        var error = error
         var resolvedDeadline: ContinuousClock.Instant??
         while true {
-            do {
+            switch error.rawValue {
+            case EAGAIN:
+                if resolvedDeadline == nil { resolvedDeadline = .some(deadline()) }
+                let bell: EventFD
+                do { bell = try invalidationBell() } catch { return error }
+                guard remote.waitUntilWritable(deadline: resolvedDeadline!, interruptedBy: bell) else { return .timedOut }
+                guard isValid else { return .invalidPort }
+            case EMSGSIZE:
+                return .messageTooLarge(limit: Self.maximumFrameSize)
+            case ENOBUFS, ENOMEM, ETOOMANYREFS:
+                return .resourceExhausted(errno: error.rawValue)
+            default:
+                // EPIPE, ECONNRESET, ENOTCONN: the owner is gone. This is the dead-name notice.
+                invalidate()
+                return .invalidPort
+            }
+            do throws(Errno) {
                 try remote.send(frame, descriptors: descriptors)
-                return
-            } catch {
-                switch error.rawValue {
-                case EAGAIN:
-                    if resolvedDeadline == nil { resolvedDeadline = .some(deadline()) }
-                    let bell = try invalidationBell()
-                    guard remote.waitUntilWritable(deadline: resolvedDeadline!, interruptedBy: bell) else { throw .timedOut }
-                    guard isValid else { throw .invalidPort }
-                case EMSGSIZE:
-                    throw .messageTooLarge(limit: Self.maximumFrameSize)
-                case ENOBUFS, ENOMEM, ETOOMANYREFS:
-                    throw .resourceExhausted(errno: error.rawValue)
-                default:
-                    // EPIPE, ECONNRESET, ENOTCONN: the owner is gone. This is the dead-name notice.
-                    invalidate()
-                    throw .invalidPort
-                }
+                return nil
+            } catch let retry {
+                error = retry
             }
         }
     }
@@ -162,12 +167,13 @@ extension MessagePort {
 
     // MARK: - Receiving on the owner's loop
 
-    /// The connection set's epoll edge: frames may be waiting.
-    func connectionsBecameReadable() {
-        lock.withLock {
-            connectionsPending.store(true, ordering: .releasing)
-            refreshDeliverableLocked()
-        }
+    /// A connection's epoll edge: frames may be waiting on `socket`. Loop thread only; the
+    /// loop then services the port, whose `readConnections` checks for a receiver and room.
+    func connectionBecameReadable(_ socket: SeqPacketSocket, of connections: PortConnections) {
+        connections.markPending(socket)
+        // Read (under the lock) by a thread setting a receiver, which then rings the doorbell
+        // if the loop found no receiver and left the connection pending.
+        connectionsPending.store(true, ordering: .sequentiallyConsistent)
     }
 
     /// Reads waiting frames into the queue (while it has room and a receiver is set), then
@@ -177,79 +183,85 @@ extension MessagePort {
         return deliver(upTo: limit)
     }
 
+    /// Reads one frame from each connection reported readable, while the queue has room and a
+    /// receiver is set; parks the connections it cannot read. Loop thread only.
     private func readConnections() {
-        guard connectionsPending.load(ordering: .acquiring) else { return }
-        // With one connection it is read directly, saving the epoll_wait that would find it.
-        let (connections, only): (PortConnections?, SeqPacketSocket?) = lock.withLock {
-            guard state.hasReceiver, membership.isValid, let connections = state.connections else { return (nil, nil) }
-            return (connections, connections.sockets.count == 1 ? connections.sockets.first!.value : nil)
+        guard connectionsPending.load(ordering: .relaxed) else { return }
+        var room = 0
+        let connections: PortConnections? = lock.withLock {
+            guard membership.isValid, let connections = state.connections else { return nil }
+            room = state.hasReceiver ? queueLimit - state.queue.count : 0
+            return connections
         }
         guard let connections else { return }
-        var drained = true
-        if let only {
-            drained = readFrames(from: only, of: connections)
-        } else {
-            var ready: [Int32] = []
-            let reported = (try? connections.set.wait(timeout: .zero) { ready.append(Int32(truncatingIfNeeded: $0.token)) }) ?? 0
-            // A full event buffer may have left ready connections unreported: read again next pass.
-            drained = reported < connections.set.capacity
-            for descriptor in ready {
-                guard let socket = lock.withLock({ connections.sockets[descriptor] }) else { continue }
-                if !readFrames(from: socket, of: connections) {
-                    drained = false
-                    break
-                }
+        swap(&connections.pending, &connections.reading)
+        while let socket = connections.reading.popFirst() {
+            if room > 0 {
+                unpark(socket, of: connections)
+                readFrame(from: socket, of: connections, room: &room)
+            } else {
+                park(socket, of: connections)
             }
         }
-        lock.withLock {
-            connectionsPending.store(!drained, ordering: .releasing)
-            refreshDeliverableLocked()
+        connectionsPending.store(!connections.pending.isEmpty, ordering: .sequentiallyConsistent)
+    }
+
+    /// Unregisters a connection that cannot be read now, and keeps it pending: a receiver being
+    /// set, or room being made, makes the port deliverable, and the loop reads it then.
+    private func park(_ socket: SeqPacketSocket, of connections: PortConnections) {
+        connections.markPending(socket)
+        let connection: PortConnections.Connection? = lock.withLock {
+            guard !connections.parked.contains(socket), let connection = connections.sockets[socket.descriptor.rawValue] else {
+                return nil
+            }
+            connections.parked.append(socket)
+            return connection
+        }
+        if let connection { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
+    }
+
+    private func unpark(_ socket: SeqPacketSocket, of connections: PortConnections) {
+        guard !connections.parked.isEmpty else { return }
+        let connection: PortConnections.Connection? = lock.withLock {
+            guard let index = connections.parked.firstIndex(of: socket) else { return nil }
+            connections.parked.remove(at: index)
+            return connections.sockets[socket.descriptor.rawValue]
+        }
+        guard let connection else { return }
+        membership.loop?.addRegistration(registration(of: connection, in: connections), for: self) {
+            lock.withLock { connections.sockets[socket.descriptor.rawValue] != nil && !connections.parked.contains(socket) }
         }
     }
 
-    /// Reads frames from one connection until none is left (true) or the queue is full (false),
-    /// several per recvmmsg(2); a batch smaller than asked for means the connection is drained,
-    /// so no extra read is spent learning that. A closed, failed or misbehaving connection is dropped.
-    private func readFrames(from socket: SeqPacketSocket, of connections: PortConnections) -> Bool {
+    /// Reads one frame, if one is waiting, into the queue; `room` is the queue's free space,
+    /// kept current. A closed, failed or misbehaving connection is dropped: a zero-length
+    /// record is the peer closing (or breaking the rule that frames are never empty), and a
+    /// malformed frame ends its connection too.
+    private func readFrame(from socket: SeqPacketSocket, of connections: PortConnections, room: inout Int) {
         let batch = connections.batch
-        while true {
-            let room = lock.withLock { membership.isValid ? queueLimit - state.queue.count : 0 }
-            guard room > 0 else { return false }
-            let asked = min(room, batch.capacity)
-            let count: Int?
-            do {
-                count = try socket.receive(into: batch, upTo: asked)
-            } catch {
-                drop(socket, of: connections, reporting: nil)
-                return true
+        let count: Int?
+        do {
+            count = try socket.receive(into: batch, upTo: 1)
+        } catch {
+            drop(socket, of: connections, reporting: nil)
+            return
+        }
+        guard count == 1 else { return }
+        let record = batch[0]
+        if record.endOfStream {
+            drop(socket, of: connections, reporting: nil)
+            return
+        }
+        switch message(from: record) {
+        case .success(let message):
+            room = lock.withLock {
+                state.queue.append(message)
+                refreshDeliverableLocked()
+                return membership.isValid ? queueLimit - state.queue.count : 0
             }
-            guard let count else { return true }
-            for index in 0..<count {
-                let record = batch[index]
-                // A zero-length record is the peer closing (or breaking the rule that frames are
-                // never empty): either way the connection ends, and so does a malformed frame.
-                // Records already received after it in this batch are discarded with it, their
-                // descriptors closed, as the kernel does for those still queued.
-                let failure: FrameError?
-                if record.endOfStream {
-                    failure = nil
-                } else {
-                    switch message(from: record) {
-                    case .success(let message):
-                        lock.withLock {
-                            state.queue.append(message)
-                            refreshDeliverableLocked()
-                        }
-                        continue
-                    case .failure(let reason):
-                        failure = reason
-                    }
-                }
-                for later in index..<count { for descriptor in batch[later].descriptors { descriptor.close() } }
-                drop(socket, of: connections, reporting: failure.map(PortError.malformedFrame))
-                return true
-            }
-            if count < asked { return true }
+        case .failure(let reason):
+            for descriptor in record.descriptors { descriptor.close() }
+            drop(socket, of: connections, reporting: .malformedFrame(reason))
         }
     }
 
@@ -265,26 +277,26 @@ extension MessagePort {
         } catch {
             return .failure(error)
         }
+        guard !record.descriptors.isEmpty else {
+            // Validated: no descriptors means no port components and no reply port.
+            return .success(Message(msgid: reader.msgid, components: reader.components { nil }))
+        }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
             guard let socket = try? SeqPacketSocket(adopting: descriptor) else { return .failure(.descriptorNotAPort) }
             sockets.append(socket)
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
-        var components: [Message.Component] = []
-        components.reserveCapacity(reader.componentCount)
-        reader.forEachComponent { data in
-            components.append(data.map { .data(Data($0)) } ?? .port(proxies.next()!))
-        }
+        let components = reader.components { proxies.next() }
         return .success(Message(msgid: reader.msgid, components: components,
                                 replyPort: reader.hasReplyPort ? proxies.next() : nil))
     }
 
+    /// Ends one connection (loop thread): unregisters and closes it, and reports why.
     private func drop(_ socket: SeqPacketSocket, of connections: PortConnections, reporting error: PortError?) {
-        let handler = lock.withLock {
-            connections.drop(socket)
-            return state.transportErrorHandler
-        }
+        let (removed, handler) = lock.withLock { (connections.remove(socket), state.transportErrorHandler) }
+        if let removed { membership.loop?.removeRegistration(registration(of: removed, in: connections), for: self) }
+        socket.close()
         guard let error else { return }
         if let handler {
             handler(error)

@@ -1,38 +1,72 @@
 /// The receive ends of a local port's send rights: one SOCK_SEQPACKET socket per right handed
-/// out, all in one epoll set that the port registers (edge-triggered) in its loop's modes.
+/// out. Each is registered in every epoll set of the modes holding the port, under its own
+/// token, so a frame wakes the loop directly: a set of connections behind one nested epoll
+/// would cost every frame a second wake-up chain and a second ready-list scan.
 ///
-/// `sockets` is guarded by the port's lock; reading happens only on the port's loop thread,
-/// which is also the only thread that closes a connection (other threads shut them down).
+/// Registrations are level-triggered, so the loop reads one frame per readiness report and
+/// never spends a read learning that a connection is drained. A connection the loop cannot
+/// read (no receiver yet, or a full queue) is parked — unregistered, so that its readiness
+/// cannot wake the loop over and over — and registered again when it can be read.
+///
+/// `sockets` is guarded by the port's lock. Reading happens only on the port's loop thread,
+/// which is also the only thread that closes a connection (other threads shut them down), so
+/// the lists of connections to read are the loop thread's alone.
 final class PortConnections: @unchecked Sendable {
-    let set: Epoll
-    var sockets: [Int32: SeqPacketSocket] = [:]
-    /// Receive buffers for a few records per system call. Used on the loop thread only. Pages
-    /// of the 64 KiB buffers that small frames never touch never become resident.
-    let batch = ReceiveBatch(capacity: 4, bytesPerRecord: PortFrame.maximumFrameSize + 1,
+    struct Connection {
+        let socket: SeqPacketSocket
+        let token: UInt64
+    }
+
+    // Guarded by the port's lock or confined to the loop thread (see above): the runtime's
+    // exclusivity bookkeeping would only repeat that, at a cost per frame.
+    @exclusivity(unchecked) var sockets: [Int32: Connection] = [:]
+    /// Connections whose readable edge was seen and which have not been read to EAGAIN since.
+    /// Loop thread only.
+    @exclusivity(unchecked) var pending = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
+    /// The pending connections being read, swapped with `pending`. Loop thread only.
+    @exclusivity(unchecked) var reading = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
+    /// Connections parked because they could not be read: unregistered from the loop until
+    /// they can. Guarded by the port's lock (registrations are computed under it).
+    @exclusivity(unchecked) var parked: [SeqPacketSocket] = []
+    /// The receive buffer. Used on the loop thread only. Pages of the 64 KiB buffer that small
+    /// frames never touch never become resident.
+    let batch = ReceiveBatch(capacity: 1, bytesPerRecord: PortFrame.maximumFrameSize + 1,
                              descriptorsPerRecord: PortFrame.maximumDescriptors)
 
-    init() throws(Errno) {
-        set = try Epoll()
+    /// Adds a connection; returns it for registration in the port's modes.
+    func add(_ socket: SeqPacketSocket) -> Connection {
+        let connection = Connection(socket: socket, token: Source1Token.next())
+        sockets[socket.descriptor.rawValue] = connection
+        return connection
     }
 
-    func add(_ socket: SeqPacketSocket) throws(Errno) {
-        try set.add(socket.descriptor, interest: [.readable], token: UInt64(socket.descriptor.rawValue))
-        sockets[socket.descriptor.rawValue] = socket
+    /// Forgets one connection (lock held, loop thread). The caller unregisters it, then closes it.
+    func remove(_ socket: SeqPacketSocket) -> Connection? {
+        pending.removeAll { $0 == socket }
+        parked.removeAll { $0 == socket }
+        return sockets.removeValue(forKey: socket.descriptor.rawValue)
     }
 
-    /// Removes and closes one connection (loop thread, lock held).
-    func drop(_ socket: SeqPacketSocket) {
-        set.remove(socket.descriptor)
-        sockets[socket.descriptor.rawValue] = nil
-        socket.close()
+    /// Records a readable edge (loop thread); a connection is listed once. Edges come only for
+    /// registered connections: a dropped one is unregistered before the loop looks again.
+    func markPending(_ socket: SeqPacketSocket) {
+        guard !pending.contains(where: { $0 == socket }) else { return }
+        pending.append(socket)
     }
 
     func shutdownAll() {
-        for socket in sockets.values { socket.shutdown() }
+        for connection in sockets.values { connection.socket.shutdown() }
     }
 
     func closeAll() {
-        for socket in sockets.values { socket.close() }
+        for connection in sockets.values { connection.socket.close() }
         sockets.removeAll()
+        pending.removeAll()
+        parked.removeAll()
+    }
+
+    /// The registered (not parked) connections (lock held).
+    var registered: some Sequence<Connection> {
+        sockets.values.lazy.filter { !self.parked.contains($0.socket) }
     }
 }

@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// The wire form of a message on the cross-process transport, as specified normatively in
 /// `Protocols/port-message-frame.md`. One frame is one SOCK_SEQPACKET record; its port
 /// components (and reply port) travel as SCM_RIGHTS descriptors of the same `sendmsg`.
@@ -25,7 +27,8 @@ struct PortFrame: Equatable, Sendable {
     var components: [Component]
     var hasReplyPort: Bool
 
-    static let magic: [UInt8] = [0x52, 0x4C, 0x4B, 0x4D]
+    /// "RLKM" (52 4C 4B 4D) read as a little-endian word, so checking it is one comparison.
+    static let magic: UInt32 = 0x4D4B_4C52
     static let version: UInt8 = 1
     static let replyPortFlag: UInt8 = 0x01
     static let headerSize = 16
@@ -112,7 +115,7 @@ enum FrameWriter {
     static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, components: C,
                                      into buffer: UnsafeMutableRawBufferPointer) where C.Element: FrameComponent {
         let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * components.count
-        for (index, byte) in PortFrame.magic.enumerated() { buffer[index] = byte }
+        buffer.storeLittleEndian(PortFrame.magic, at: 0)
         buffer[4] = PortFrame.version
         buffer[5] = hasReplyPort ? PortFrame.replyPortFlag : 0
         buffer.storeLittleEndian(UInt16(components.count), at: 6)
@@ -146,7 +149,7 @@ struct FrameReader {
     init(validating bytes: UnsafeRawBufferPointer, descriptorCount: Int) throws(FrameError) {
         guard bytes.count <= PortFrame.maximumFrameSize else { throw .frameTooLarge }
         guard bytes.count >= PortFrame.headerSize else { throw .truncatedHeader }
-        guard bytes.prefix(4).elementsEqual(PortFrame.magic) else { throw .badMagic }
+        guard bytes.loadLittleEndian(UInt32.self, at: 0) == PortFrame.magic else { throw .badMagic }
         guard bytes[4] == PortFrame.version else { throw .unsupportedVersion }
         let flags = bytes[5]
         guard flags & ~PortFrame.replyPortFlag == 0 else { throw .reservedFlags }
@@ -178,6 +181,18 @@ struct FrameReader {
         self.msgid = bytes.loadLittleEndian(UInt32.self, at: 8)
         self.hasReplyPort = hasReplyPort
         componentCount = count
+    }
+
+    /// The components in order, DATA copied into `Data` and each PORT taken from `nextPort`
+    /// (the frame was validated: it has a descriptor for each).
+    func components(nextPort: () -> MessagePort?) -> [MessagePort.Message.Component] {
+        Array(unsafeUninitializedCapacity: componentCount) { buffer, initialized in
+            forEachComponent { data in
+                let component: MessagePort.Message.Component = data.map { .data(Data($0)) } ?? .port(nextPort()!)
+                (buffer.baseAddress! + initialized).initialize(to: component)
+                initialized += 1
+            }
+        }
     }
 
     /// Calls `body` for each component in order: its DATA bytes, or nil for a PORT.
