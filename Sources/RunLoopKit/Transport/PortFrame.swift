@@ -186,13 +186,16 @@ struct FrameReader {
     /// The components in order, DATA copied into `Data` and each PORT taken from `nextPort`
     /// (the frame was validated: it has a descriptor for each).
     func components(nextPort: () -> MessagePort?) -> [MessagePort.Message.Component] {
-        Array(unsafeUninitializedCapacity: componentCount) { buffer, initialized in
-            forEachComponent { data in
-                let component: MessagePort.Message.Component = data.map { .data(Data($0)) } ?? .port(nextPort()!)
-                (buffer.baseAddress! + initialized).initialize(to: component)
-                initialized += 1
-            }
+        // The usual message, one DATA component, as an array literal: its storage comes from a
+        // cached metadata accessor, where growing an empty array goes through the generic path.
+        if componentCount == 1 && bytes[PortFrame.headerSize] == 1 {
+            let data = Data(UnsafeRawBufferPointer(rebasing: bytes[(PortFrame.headerSize + PortFrame.componentEntrySize)...]))
+            return [.data(data)]
         }
+        var components: [MessagePort.Message.Component] = []
+        components.reserveCapacity(componentCount)
+        forEachComponent { data in components.append(data.map { .data(Data($0)) } ?? .port(nextPort()!)) }
+        return components
     }
 
     /// Calls `body` for each component in order: its DATA bytes, or nil for a PORT.
