@@ -30,8 +30,13 @@ struct Bar: Sendable {
             let best = others.compactMap(\.messagesPerSecond).max() ?? 0
             return (rate > best, String(format: "%.2fM/s vs best %.2fM/s", rate / 1e6, best / 1e6))
         })
+        // The Swift Data ring says how far any Swift queue of `Data` gets: the floor under the bar.
+        let floor = row(.throughput, .swiftRing).flatMap(report.ratio)
         bars.append(bar("MessagePort throughput ≥ 0.5× C ring + eventfd",
-                        stream.flatMap(report.ratio)) { ratio in (ratio >= 0.5, String(format: "%.2f×", ratio)) })
+                        stream.flatMap(report.ratio)) { ratio in
+            (ratio >= 0.5, String(format: "%.2f×", ratio)
+                + (floor.map { String(format: " (Swift Data ring, no framework: %.2f×)", $0) } ?? ""))
+        })
         bars.append(bar("MessagePort stream: memory flat (RSS growth ≤ 1 MiB), O(1) allocations per message",
                         stream.flatMap { s in s.rssGrowthBytes.map { (s, $0) } }) { s, growth in
             (growth <= 1 << 20, String(format: "RSS Δ %+.1f MiB over %d messages, %.2f allocs / %.0f B per message",

@@ -37,6 +37,11 @@ enum Peer: String, CaseIterable, Sendable {
     case dispatch = "DispatchQueue"
     case nio = "SwiftNIO"
     case runLoopKit = "RunLoopKit"
+    /// Throughput only, a reference rather than a competitor: see `SwiftRingPeer`.
+    case swiftRing = "Swift Data ring"
+
+    /// A reference row (a floor to read the others against), not a peer being compared.
+    var isReference: Bool { self == .swiftRing }
 }
 
 /// Where the scheduler may put the two threads.

@@ -5,7 +5,9 @@ import Foundation
 /// `{"machine": {…}, "quick": Bool, "results": [{"workload", "peer", "regime",
 /// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c", "baseline",
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
-/// "peak_rss_bytes", "rss_growth_bytes"}], "bars": [{"bar", "met", "detail"}]}`.
+/// "peak_rss_bytes", "rss_growth_bytes"}], "references": [same shape], "bars": [{"bar", "met",
+/// "detail"}]}`. `references` holds the rows of reference peers (the "Swift Data ring"), kept
+/// out of `results` so that `results` names only the peers the benchmark compares.
 /// A latency row has null msgs_per_s; a throughput row null percentiles. `ratio_to_c` is
 /// relative to the peer named by `baseline` (the workload's C baseline).
 enum JSONReport {
@@ -14,7 +16,7 @@ enum JSONReport {
             ("cpu", string(report.machine.cpuModel)), ("cores", "\(report.machine.cores)"),
             ("kernel", string(report.machine.kernel)), ("arch", string(report.machine.architecture)),
         ])
-        let results = report.results.map { r in
+        func row(_ r: CaseResult) -> String {
             object([
                 ("workload", string(r.benchmarkCase.workload.rawValue)),
                 ("peer", string(r.benchmarkCase.peer.rawValue)),
@@ -29,6 +31,8 @@ enum JSONReport {
                 ("rss_growth_bytes", r.rssGrowthBytes.map { "\($0)" } ?? "null"),
             ])
         }
+        let results = report.results.filter { !$0.benchmarkCase.peer.isReference }.map(row)
+        let references = report.results.filter { $0.benchmarkCase.peer.isReference }.map(row)
         let barObjects = bars.map { bar in
             object([("bar", string(bar.name)), ("met", bar.met.map { "\($0)" } ?? "null"),
                     ("detail", string(bar.detail))])
@@ -36,6 +40,7 @@ enum JSONReport {
         return object([
             ("machine", machine), ("quick", "\(report.quick)"),
             ("results", "[\n    " + results.joined(separator: ",\n    ") + "\n  ]"),
+            ("references", "[\n    " + references.joined(separator: ",\n    ") + "\n  ]"),
             ("bars", "[\n    " + barObjects.joined(separator: ",\n    ") + "\n  ]"),
         ], top: true) + "\n"
     }

@@ -171,7 +171,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
         } else {
-            try enqueueWaiting(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: deadline)
+            try enqueueWaiting(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: { deadline })
         }
     }
 
@@ -188,7 +188,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
         } else {
             try enqueueWaiting(Message(msgid: msgid, components: components, replyPort: replyPort),
-                               deadline: ThreadRunLoop.deadline(after: timeout))
+                               deadline: { ThreadRunLoop.deadline(after: timeout) })
         }
     }
 
@@ -205,8 +205,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     }
 
     /// The slow path: sleeps until there is room, the deadline passes or the port is invalidated.
+    /// The deadline is computed here, so the fast path never touches the clock or its types.
     @inline(never)
-    private func enqueueWaiting(_ message: consuming Message, deadline: ContinuousClock.Instant?) throws(PortError) {
+    private func enqueueWaiting(_ message: consuming Message, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+        let deadline = deadline()
         lock.lock()
         while true {
             guard membership.isValid else {

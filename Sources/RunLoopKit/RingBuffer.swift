@@ -20,12 +20,16 @@ final class RingBuffer<Element> {
 
     var isEmpty: Bool { count == 0 }
 
+    // Inlined so that callers reaching the buffer through another object need not retain it
+    // around the call.
+    @inline(__always)
     func append(_ element: consuming Element) {
         if count == capacity { grow() }
         (storage + ((head + count) & (capacity - 1))).initialize(to: element)
         count += 1
     }
 
+    @inline(__always)
     func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let element = (storage + head).move()
@@ -52,6 +56,7 @@ final class RingBuffer<Element> {
         return false
     }
 
+    @inline(never)
     private func grow() {
         let newCapacity = capacity * 2
         let newStorage = UnsafeMutablePointer<Element>.allocate(capacity: newCapacity)

@@ -4,6 +4,8 @@ import CBenchmarkPeers
 ///
 /// sd-event takes part in the ping-pong only: as a throughput queue it would be the C
 /// ring again with an epoll loop in front, and its wake-up is the eventfd's.
+/// The throughput workload also has the "Swift Data ring" reference (the C ring's algorithm
+/// in Swift, carrying `Data`): the floor under every Swift row.
 /// The cross-process ping-pong has two peers: the kernel's SEQPACKET socketpair (its
 /// baseline) and MessagePort's socketpair transport; the other frameworks have no port
 /// that crosses a process boundary.
@@ -13,7 +15,7 @@ enum Catalogue {
         case .pingpong:
             [.cEventfd, .cSocketpair, .cSdEvent, .foundation, .dispatch, .nio, .runLoopKit]
         case .throughput:
-            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit]
+            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .swiftRing]
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
@@ -62,6 +64,7 @@ enum Catalogue {
         case .dispatch: DispatchPeer.throughput(plan)
         case .nio: NIOPeer.throughput(plan)
         case .runLoopKit: RunLoopKitPeer.throughput(plan)
+        case .swiftRing: SwiftRingPeer.throughput(plan)
         case .cSdEvent: fail("no peer \(peer.rawValue) for throughput")
         }
     }
