@@ -56,6 +56,11 @@ final class ModeState {
         return fresh
     }
 
+    /// Whether nothing was added or removed since `snapshot` was taken. Any thread; an atomic load.
+    func isCurrent(_ snapshot: ItemSnapshot) -> Bool {
+        generation.load(ordering: .acquiring) == snapshot.generation
+    }
+
     /// Forgets the snapshot when an invocation ends, so items removed meanwhile are not kept
     /// alive by a loop that may not run this mode again. Loop thread only.
     func dropSnapshot() {
@@ -90,6 +95,11 @@ final class ItemSnapshot: Sendable {
     let timers: [RunLoopTimer]
     let observers: [RunLoopObserver]
     let ports: [MessagePort]
+    /// What the lists above hold, as plain values: a pass tests these, and touches a list (a
+    /// retain and release each) only when it has something for the pass to do.
+    let observedActivities: ThreadRunLoop.Activity
+    let hasSources: Bool
+    let hasTimers: Bool
     private let source1List: [(token: UInt64, source: Source1)]
     private let source1ByToken: [UInt64: Source1]
     let generation: UInt64
@@ -99,6 +109,9 @@ final class ItemSnapshot: Sendable {
         timers = items.timers
         observers = items.observers
         ports = items.ports
+        observedActivities = items.observers.reduce(into: []) { $0.formUnion($1.activities) }
+        hasSources = !items.sources.isEmpty
+        hasTimers = !items.timers.isEmpty
         source1List = source1
         // With the few Source1s a mode usually has, a linear scan beats hashing.
         source1ByToken = source1.count > 16 ? Dictionary(source1, uniquingKeysWith: { first, _ in first }) : [:]

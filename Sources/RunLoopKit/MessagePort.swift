@@ -19,12 +19,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Mutable state, touched only with `lock` held (see `ConditionLock`).
     final class State {
-        // Every field is guarded by the port's lock (or, for `batch`, owned by the delivering
-        // thread); the runtime exclusivity check would only repeat that.
-        let queue = RingBuffer<Message>()
-        /// The batch being delivered, moved out of `queue` under the lock and delivered outside
-        /// it; touched only by the delivering thread while `delivering` is set.
-        let batch = RingBuffer<Message>()
+        // Every field is guarded by the port's lock; the runtime exclusivity check would only
+        // repeat that.
         @exclusivity(unchecked) var delivering = false
         /// The doorbell was rung and the receiver has not drained the queue since.
         @exclusivity(unchecked) var doorbellRung = false
@@ -75,6 +71,12 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     let token = Source1Token.next()
     let lock = ConditionLock()
     let state = State()
+    /// The queued messages; guarded by `lock`. A property of the port itself rather than of
+    /// `state`, so that the send and delivery paths reach it without retaining it.
+    let queue = RingBuffer<Message>()
+    /// The batch being delivered, moved out of `queue` under the lock and delivered outside
+    /// it; touched only by the delivering thread while `state.delivering` is set.
+    let batch = RingBuffer<Message>()
     /// A receiver is set and messages are queued, or frames can be read into a queue with
     /// room: the loop may service the port without asking the kernel.
     let deliverable = Atomic<Bool>(false)
@@ -154,7 +156,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Recomputes `deliverable` from the state (lock held).
     func refreshDeliverableLocked() {
-        let work = !state.queue.isEmpty || (connectionsPending.load(ordering: .relaxed) && state.queue.count < queueLimit)
+        let work = !queue.isEmpty || (connectionsPending.load(ordering: .relaxed) && queue.count < queueLimit)
         deliverable.store(state.hasReceiver && membership.isValid && work, ordering: .releasing)
     }
 
@@ -197,7 +199,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(__always)
     private func lockIfRoom() -> Bool {
         lock.lock()
-        guard membership.isValid, state.queue.count < queueLimit else {
+        guard membership.isValid, queue.count < queueLimit else {
             lock.unlock()
             return false
         }
@@ -215,11 +217,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                 lock.unlock()
                 throw .invalidPort
             }
-            if state.queue.count < queueLimit { break }
+            if queue.count < queueLimit { break }
             state.waitingSenders += 1
             let inTime = lock.wait(until: deadline)
             state.waitingSenders -= 1
-            if !inTime && state.queue.count >= queueLimit && membership.isValid {
+            if !inTime && queue.count >= queueLimit && membership.isValid {
                 lock.unlock()
                 throw .timedOut
             }
@@ -230,7 +232,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// Appends with the lock held, releases it, and rings the doorbell if this starts a burst.
     @inline(__always)
     private func appendLocked(_ message: consuming Message) {
-        state.queue.append(message)
+        queue.append(message)
         var ring = false
         if state.hasReceiver {
             deliverable.store(true, ordering: .releasing)
@@ -252,8 +254,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         let (wasValid, loop) = membership.invalidate()
         guard wasValid else { return }
         let handler: (@Sendable (MessagePort) -> Void)? = lock.withLock {
-            state.discarded += state.queue.count
-            state.queue.removeAll()
+            state.discarded += queue.count
+            queue.removeAll()
             // The owner's receive ends are shut down rather than closed (another thread may
             // still use the descriptors, closed in deinit): every sender sees EPIPE at once.
             // A proxy's socket is NOT shut down: every holder of the send right, in any process,
@@ -274,7 +276,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public var isValid: Bool { membership.isValid }
 
     /// Messages queued and not yet taken for delivery. Any thread; a lock.
-    public var queuedCount: Int { lock.withLock { state.queue.count } }
+    public var queuedCount: Int { lock.withLock { queue.count } }
 
     /// Messages discarded because the port was invalidated while they were queued (or while a
     /// batch taken for delivery was still being delivered). Any thread; a lock.
@@ -284,7 +286,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     public var description: String {
-        let (queued, receiving) = lock.withLock { (state.queue.count, state.hasReceiver) }
+        let (queued, receiving) = lock.withLock { (queue.count, state.hasReceiver) }
         if let remote {
             return "MessagePort(#\(token), proxy via \(remote.descriptor), \(isValid ? "valid" : "invalid"))"
         }
@@ -325,11 +327,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// Returns how many were delivered.
     func deliver(upTo limit: Int) -> Int {
         lock.lock()
-        guard membership.isValid, !state.queue.isEmpty, let receiver = state.receiver else {
+        guard membership.isValid, !queue.isEmpty, let receiver = state.receiver else {
             // Nothing queued, or no receiver (a delegate may have gone away): park until a
             // message or a receiver arrives.
             state.hasReceiver = state.receiver != nil
-            if state.queue.isEmpty { state.doorbellRung = false }
+            if queue.isEmpty { state.doorbellRung = false }
             refreshDeliverableLocked()
             lock.unlock()
             return 0
@@ -337,16 +339,15 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // One message at a time when only one is wanted or waiting (no batch bookkeeping, one
         // lock round), and in a delivery nested in a handler's own nested run, since the outer
         // delivery still owns the batch buffer.
-        if state.delivering || limit == 1 || state.queue.count == 1 {
-            let message = state.queue.popFirst()!
+        if state.delivering || limit == 1 || queue.count == 1 {
+            let message = queue.popFirst()!
             didTakeLocked()
             lock.unlock()
             receiver.deliver(message)
             return 1
         }
         state.delivering = true
-        let batch = state.batch
-        for _ in 0..<min(limit, state.queue.count) { batch.append(state.queue.popFirst()!) }
+        for _ in 0..<min(limit, queue.count) { batch.append(queue.popFirst()!) }
         didTakeLocked()
         lock.unlock()
 
@@ -367,7 +368,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// After messages were taken from the queue (lock held): re-arm the doorbell once the queue
     /// is drained, and wake senders waiting for room.
     private func didTakeLocked() {
-        if state.queue.isEmpty {
+        if queue.isEmpty {
             state.doorbellRung = false
             refreshDeliverableLocked()
         }

@@ -196,10 +196,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         let items = modeState.currentItems(lock: state)
 
-        notify(.beforeTimers, items.observers)
-        notify(.beforeSources, items.observers)
+        notify(.beforeTimers, items)
+        notify(.beforeSources, items)
         var handled = runBlocks(of: modeState.mode, onlyOne: returnAfterSourceHandled, using: scratch)
-        if !(handled && returnAfterSourceHandled),
+        if !(handled && returnAfterSourceHandled), items.hasSources,
            runSources0(items.sources, stopAfterFirst: returnAfterSourceHandled) {
             handled = true
         }
@@ -209,20 +209,22 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // fd readiness costs a zero-timeout poll, done once per invocation and after any pass
         // that ran sources (which must not sleep anyway).
         scratch.ready.removeAll()
-        for port in items.ports where port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
+        for index in items.ports.indices where items.ports[index].hasDeliverableMessages {
+            scratch.ready.append(.port(items.ports[index]))
+        }
         if scratch.ready.isEmpty {
             if handled || firstPass || wakeUpOrStopPending {
-                _ = waitForSource1(modeState, timeout: .zero, consumeWakeUp: false, into: scratch)
+                _ = waitForSource1(modeState, items, timeout: .zero, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
             if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending {
-                notify(.beforeWaiting, items.observers)
-                sleep(modeState, timers: items.timers, deadline: deadline, into: scratch)
-                notify(.afterWaiting, items.observers)
+                notify(.beforeWaiting, items)
+                sleep(modeState, items, deadline: deadline, into: scratch)
+                notify(.afterWaiting, items)
             }
         }
 
-        fireDueTimers(items.timers)
+        if items.hasTimers { fireDueTimers(items.timers) }
         if handleSource1(scratch.ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
             handled = true
         }
@@ -240,6 +242,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     private func observers(of modeState: ModeState) -> [RunLoopObserver] {
         state.withLock { _ in modeState.items.observers }
+    }
+
+    @inline(__always)
+    private func notify(_ activity: Activity, _ items: ItemSnapshot) {
+        guard items.observedActivities.contains(activity) else { return }
+        notify(activity, items.observers)
     }
 
     @inline(__always)
@@ -327,16 +335,18 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// earliest timer's tolerance window closes, or `deadline` passes. Edges that turn out to
     /// carry no work (a doorbell whose messages an earlier pass already delivered) do not end
     /// the sleep.
-    private func sleep(_ modeState: ModeState, timers: [RunLoopTimer], deadline: LoopInstant?,
+    private func sleep(_ modeState: ModeState, _ items: ItemSnapshot, deadline: LoopInstant?,
                        into scratch: PassScratch) {
         var wakeAt = deadline
-        for timer in timers {
-            if let date = timer.wakeDate.map(LoopInstant.init), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
+        if items.hasTimers {
+            for timer in items.timers {
+                if let date = timer.wakeDate.map(LoopInstant.init), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
+            }
         }
         waiting.store(true, ordering: .releasing)
         defer { waiting.store(false, ordering: .releasing) }
         while true {
-            let woken = waitForSource1(modeState, timeout: wakeAt?.remaining, consumeWakeUp: true, into: scratch)
+            let woken = waitForSource1(modeState, items, timeout: wakeAt?.remaining, consumeWakeUp: true, into: scratch)
             if woken || !scratch.ready.isEmpty { return }
         }
     }
@@ -348,8 +358,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// One epoll_wait on the mode's set, appending what is ready to `scratch.ready`. Returns
     /// true for a real wake-up (when `consumeWakeUp`), a timeout or EINTR; ports whose doorbell
     /// edge carries no deliverable message are left out.
-    private func waitForSource1(_ modeState: ModeState, timeout: Duration?, consumeWakeUp: Bool,
-                                into scratch: PassScratch) -> Bool {
+    private func waitForSource1(_ modeState: ModeState, _ passItems: ItemSnapshot, timeout: Duration?,
+                                consumeWakeUp: Bool, into scratch: PassScratch) -> Bool {
         let count: Int
         do {
             count = try modeState.epoll.wait(timeout: timeout) { scratch.events.append($0) }
@@ -360,7 +370,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         var woken = false
         // The snapshot is refreshed if anything was added or removed since the pass began, so
         // an event is never attributed to an item that has left the mode.
-        let items = modeState.currentItems(lock: state)
+        let items = modeState.isCurrent(passItems) ? passItems : modeState.currentItems(lock: state)
         while let event = scratch.events.popFirst() {
             if event.token == Self.wakeToken {
                 if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }

@@ -81,8 +81,8 @@ extension MessagePort {
     public var isProxy: Bool { remote != nil }
 
     /// Open connections of a local port: receive ends of send rights whose senders have not
-    /// all closed. Any thread; a lock.
-    public var connectionCount: Int { lock.withLock { state.connections?.sockets.count ?? 0 } }
+    /// all closed (a connection counts until its descriptor is closed). Any thread; a lock.
+    public var connectionCount: Int { lock.withLock { state.connections?.openCount ?? 0 } }
 
     /// Sets a closure told about dropped connections (`.malformedFrame(reason)` for a frame
     /// that broke the protocol, `.resourceExhausted` when received descriptors could not be
@@ -190,7 +190,7 @@ extension MessagePort {
         var room = 0
         let connections: PortConnections? = lock.withLock {
             guard membership.isValid, let connections = state.connections else { return nil }
-            room = state.hasReceiver ? queueLimit - state.queue.count : 0
+            room = state.hasReceiver ? queueLimit - queue.count : 0
             return connections
         }
         guard let connections else { return }
@@ -255,9 +255,9 @@ extension MessagePort {
         switch message(from: record) {
         case .success(let message):
             room = lock.withLock {
-                state.queue.append(message)
+                queue.append(message)
                 refreshDeliverableLocked()
-                return membership.isValid ? queueLimit - state.queue.count : 0
+                return membership.isValid ? queueLimit - queue.count : 0
             }
         case .failure(let reason):
             for descriptor in record.descriptors { descriptor.close() }
@@ -297,6 +297,7 @@ extension MessagePort {
         let (removed, handler) = lock.withLock { (connections.remove(socket), state.transportErrorHandler) }
         if let removed { membership.loop?.removeRegistration(registration(of: removed, in: connections), for: self) }
         socket.close()
+        if removed != nil { lock.withLock { connections.didClose() } }
         guard let error else { return }
         if let handler {
             handler(error)

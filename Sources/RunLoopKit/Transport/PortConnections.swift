@@ -20,6 +20,9 @@ final class PortConnections: @unchecked Sendable {
     // Guarded by the port's lock or confined to the loop thread (see above): the runtime's
     // exclusivity bookkeeping would only repeat that, at a cost per frame.
     @exclusivity(unchecked) var sockets: [Int32: Connection] = [:]
+    /// Connections removed from `sockets` whose descriptors are not closed yet (they are
+    /// unregistered first). Guarded by the port's lock.
+    @exclusivity(unchecked) var closing = 0
     /// Connections whose readable edge was seen and which have not been read to EAGAIN since.
     /// Loop thread only.
     @exclusivity(unchecked) var pending = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
@@ -40,12 +43,21 @@ final class PortConnections: @unchecked Sendable {
         return connection
     }
 
-    /// Forgets one connection (lock held, loop thread). The caller unregisters it, then closes it.
+    /// Forgets one connection (lock held, loop thread). The caller unregisters it, closes it,
+    /// then calls `didClose()`.
     func remove(_ socket: SeqPacketSocket) -> Connection? {
         pending.removeAll { $0 == socket }
         parked.removeAll { $0 == socket }
-        return sockets.removeValue(forKey: socket.descriptor.rawValue)
+        let removed = sockets.removeValue(forKey: socket.descriptor.rawValue)
+        if removed != nil { closing += 1 }
+        return removed
     }
+
+    /// A removed connection's descriptor is closed (lock held).
+    func didClose() { closing -= 1 }
+
+    /// Open connections: registered, parked, or removed and about to be closed (lock held).
+    var openCount: Int { sockets.count + closing }
 
     /// Records a readable edge (loop thread); a connection is listed once. Edges come only for
     /// registered connections: a dropped one is unregistered before the loop looks again.
