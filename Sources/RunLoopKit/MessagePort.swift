@@ -338,9 +338,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
         // One message at a time when only one is wanted or waiting (no batch bookkeeping, one
         // lock round), and in a delivery nested in a handler's own nested run, since the outer
-        // delivery still owns the batch buffer.
+        // delivery still owns the batch buffer. Messages left in that batch were taken before
+        // anything queued now, so they go first: each sender's order holds in nested runs too.
         if state.delivering || limit == 1 || queue.count == 1 {
-            let message = queue.popFirst()!
+            let message = (state.delivering ? batch.popFirst() : nil) ?? queue.popFirst()!
             didTakeLocked()
             lock.unlock()
             receiver.deliver(message)

@@ -191,6 +191,29 @@ struct MessagePortTests {
         port.invalidate()
     }
 
+    @Test("§3.16 §3.7 a handler that runs the loop again gets the rest of its own batch first: order per sender holds in nested runs")
+    func nestedRunKeepsOrder() throws {
+        let order = try #require(onLoopThread { loop -> [UInt32] in
+            let port = try! MessagePort()
+            let got = Recorder<UInt32>()
+            port.setHandler { message in
+                got.append(message.msgid)
+                if got.count == 11 { loop.stop() }
+                guard message.msgid == 0 else { return }
+                // Queued behind 1…9, which the outer delivery has already taken as one batch.
+                try? port.send(msgid: 10, timeout: .seconds(5))
+                for _ in 0..<3 { loop.run(mode: .default, for: .seconds(5), returnAfterSourceHandled: true) }
+            }
+            loop.add(port, forMode: .default)
+            for msgid in 0..<10 { try! port.send(msgid: UInt32(msgid), timeout: .seconds(5)) }
+            // Not returning after each source: the outer pass delivers the ten as a batch.
+            loop.run(mode: .default, for: .seconds(10), returnAfterSourceHandled: false)
+            port.invalidate()
+            return got.values
+        })
+        #expect(order == Array(0...10))
+    }
+
     @Test("§3.16 delivery runs on the receiving loop's thread (handler and delegate)")
     func deliveryRunsOnReceivingLoopThread() throws {
         let handlerPort = try MessagePort()

@@ -176,34 +176,38 @@ extension MessagePort {
         connectionsPending.store(true, ordering: .sequentiallyConsistent)
     }
 
-    /// Reads waiting frames into the queue (while it has room and a receiver is set), then
-    /// delivers up to `limit` messages. Loop thread only.
+    /// Reads waiting frames (while the queue has room and a receiver is set) and delivers up
+    /// to `limit` messages. Loop thread only.
     func service(upTo limit: Int) -> Int {
-        readConnections()
-        return deliver(upTo: limit)
+        let direct = readConnections(budget: limit)
+        return direct < limit ? direct + deliver(upTo: limit - direct) : direct
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
-    /// receiver is set; parks the connections it cannot read. Loop thread only.
-    private func readConnections() {
-        guard connectionsPending.load(ordering: .relaxed) else { return }
+    /// receiver is set; parks the connections it cannot read. A frame that finds nothing queued
+    /// before it is delivered at once, up to `budget` of them; the others are queued. Returns
+    /// how many were delivered. Loop thread only.
+    private func readConnections(budget: Int) -> Int {
+        guard connectionsPending.load(ordering: .relaxed) else { return 0 }
         var room = 0
         let connections: PortConnections? = lock.withLock {
             guard membership.isValid, let connections = state.connections else { return nil }
             room = state.hasReceiver ? queueLimit - queue.count : 0
             return connections
         }
-        guard let connections else { return }
+        guard let connections else { return 0 }
+        var delivered = 0
         swap(&connections.pending, &connections.reading)
         while let socket = connections.reading.popFirst() {
             if room > 0 {
                 unpark(socket, of: connections)
-                readFrame(from: socket, of: connections, room: &room)
+                delivered += readFrame(from: socket, of: connections, room: &room, deliverNow: delivered < budget)
             } else {
                 park(socket, of: connections)
             }
         }
         connectionsPending.store(!connections.pending.isEmpty, ordering: .sequentiallyConsistent)
+        return delivered
     }
 
     /// Unregisters a connection that cannot be read now, and keeps it pending: a receiver being
@@ -233,35 +237,45 @@ extension MessagePort {
         }
     }
 
-    /// Reads one frame, if one is waiting, into the queue; `room` is the queue's free space,
-    /// kept current. A closed, failed or misbehaving connection is dropped: a zero-length
-    /// record is the peer closing (or breaking the rule that frames are never empty), and a
-    /// malformed frame ends its connection too.
-    private func readFrame(from socket: SeqPacketSocket, of connections: PortConnections, room: inout Int) {
+    /// Reads one frame, if one is waiting. With `deliverNow`, a frame that finds the queue
+    /// empty (and no batch of this port being delivered further up the stack) goes straight to
+    /// the receiver — it cannot overtake anything — and 1 is returned; otherwise it is queued.
+    /// `room` is the queue's free space, kept current. A closed, failed or misbehaving
+    /// connection is dropped: a zero-length record is the peer closing (or breaking the rule
+    /// that frames are never empty), and a malformed frame ends its connection too.
+    private func readFrame(from socket: SeqPacketSocket, of connections: PortConnections,
+                           room: inout Int, deliverNow: Bool) -> Int {
         let batch = connections.batch
         let count: Int?
         do {
             count = try socket.receive(into: batch, upTo: 1)
         } catch {
             drop(socket, of: connections, reporting: nil)
-            return
+            return 0
         }
-        guard count == 1 else { return }
+        guard count == 1 else { return 0 }
         let record = batch[0]
         if record.endOfStream {
             drop(socket, of: connections, reporting: nil)
-            return
+            return 0
         }
         switch message(from: record) {
         case .success(let message):
-            room = lock.withLock {
-                queue.append(message)
-                refreshDeliverableLocked()
-                return membership.isValid ? queueLimit - queue.count : 0
+            lock.lock()
+            if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
+                lock.unlock()
+                receiver.deliver(message)
+                return 1
             }
+            queue.append(message)
+            refreshDeliverableLocked()
+            room = membership.isValid ? queueLimit - queue.count : 0
+            lock.unlock()
+            return 0
         case .failure(let reason):
             for descriptor in record.descriptors { descriptor.close() }
             drop(socket, of: connections, reporting: .malformedFrame(reason))
+            return 0
         }
     }
 

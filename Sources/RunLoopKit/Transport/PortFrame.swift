@@ -189,12 +189,16 @@ struct FrameReader {
         // The usual message, one DATA component, as an array literal: its storage comes from a
         // cached metadata accessor, where growing an empty array goes through the generic path.
         if componentCount == 1 && bytes[PortFrame.headerSize] == 1 {
-            let data = Data(UnsafeRawBufferPointer(rebasing: bytes[(PortFrame.headerSize + PortFrame.componentEntrySize)...]))
+            let start = PortFrame.headerSize + PortFrame.componentEntrySize
+            let data = Data(bytes: bytes.baseAddress! + start, count: bytes.count - start)
             return [.data(data)]
         }
         var components: [MessagePort.Message.Component] = []
         components.reserveCapacity(componentCount)
-        forEachComponent { data in components.append(data.map { .data(Data($0)) } ?? .port(nextPort()!)) }
+        forEachComponent { data in
+            components.append(data.map { .data($0.isEmpty ? Data() : Data(bytes: $0.baseAddress!, count: $0.count)) }
+                              ?? .port(nextPort()!))
+        }
         return components
     }
 
