@@ -180,7 +180,10 @@ extension MessagePort {
     /// to `limit` messages. Loop thread only.
     func service(upTo limit: Int) -> Int {
         let direct = readConnections(budget: limit)
-        return direct < limit ? direct + deliver(upTo: limit - direct) : direct
+        // After a frame went straight to the receiver there is usually nothing queued: the
+        // flag says so without the lock.
+        guard direct < limit, direct == 0 || hasDeliverableMessages else { return direct }
+        return direct + deliver(upTo: limit - direct)
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
