@@ -123,4 +123,33 @@ struct BackpressureTests {
         #expect(received.value == Array(0..<12))
         #expect(port.connectionCount == 1)
     }
+
+    @Test("§3.10 frames wait without waking the loop while it runs a mode without their port, then arrive in order in the port's mode")
+    func framesWaitForTheirMode() throws {
+        let port = try MessagePort()
+        let proxy = try MessagePort(sendRight: port.makeSendRight())
+        let received = Shared<[UInt32]>([])
+        port.setHandler { message in received.update { $0.append(message.msgid) } }
+        let thread = ResidentThread(name: "frames-wait-for-mode")
+        defer { port.invalidate(); proxy.invalidate(); thread.stop() }
+        let outcome = Shared<(RunLoopKit.ThreadRunLoop.RunResult, [UInt32], Int, [UInt32])?>(nil)
+        try thread.perform(waitUntilDone: true) {
+            let loop = ThreadRunLoop.current
+            let wakeUps = Shared(0)
+            loop.add(port, forMode: "P")
+            loop.add(RunLoopSource { }, forMode: "Q")
+            loop.add(RunLoopObserver(activities: .afterWaiting) { _, _ in wakeUps.update { $0 += 1 } }, forMode: "Q")
+            for msgid: UInt32 in 1...3 { try? proxy.send(msgid: msgid, timeout: .seconds(5)) }
+            let inQ = loop.run(mode: "Q", for: .milliseconds(300), returnAfterSourceHandled: false)
+            let seenInQ = received.value
+            for _ in 0..<3 { loop.run(mode: "P", for: .seconds(5), returnAfterSourceHandled: true) }
+            outcome.update { $0 = (inQ, seenInQ, wakeUps.value, received.value) }
+        }
+        let (inQ, seenInQ, wakeUps, seenInP) = try #require(outcome.value)
+        #expect(inQ == .timedOut)
+        #expect(seenInQ == [])
+        // At most the wake-up for the run's own deadline.
+        #expect(wakeUps <= 1, "the loop woke \(wakeUps) times in mode Q")
+        #expect(seenInP == [1, 2, 3])
+    }
 }
