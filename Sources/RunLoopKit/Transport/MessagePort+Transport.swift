@@ -227,6 +227,8 @@ extension MessagePort {
         if let connection { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
     }
 
+    /// Registers a parked connection again, now that it can be read (a no-op for one that is
+    /// not parked, the usual case, which costs no lock).
     private func unpark(_ socket: SeqPacketSocket, of connections: PortConnections) {
         guard !connections.parked.isEmpty else { return }
         let connection: PortConnections.Connection? = lock.withLock {

@@ -29,7 +29,8 @@ final class PortConnections: @unchecked Sendable {
     /// The pending connections being read, swapped with `pending`. Loop thread only.
     @exclusivity(unchecked) var reading = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
     /// Connections parked because they could not be read: unregistered from the loop until
-    /// they can. Guarded by the port's lock (registrations are computed under it).
+    /// they can. Written only by the loop thread, with the port's lock held (registrations are
+    /// computed under it on any thread), so the loop thread may also read it without the lock.
     @exclusivity(unchecked) var parked: [SeqPacketSocket] = []
     /// The receive buffer. Used on the loop thread only. Pages of the 64 KiB buffer that small
     /// frames never touch never become resident.
