@@ -106,7 +106,15 @@ int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags)
         msgs[i].msg_hdr.msg_control = control[i];
         msgs[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)wanted);
     }
-    int n = recvmmsg(fd, msgs, (unsigned)count, flags | MSG_CMSG_CLOEXEC, NULL);
+    /* One record is one recvmsg(2): recvmmsg(2) costs more per call for the same work. */
+    int n;
+    if (count == 1) {
+        ssize_t length = recvmsg(fd, &msgs[0].msg_hdr, flags | MSG_CMSG_CLOEXEC);
+        if (length >= 0) msgs[0].msg_len = (unsigned)length;
+        n = length < 0 ? -1 : 1;
+    } else {
+        n = recvmmsg(fd, msgs, (unsigned)count, flags | MSG_CMSG_CLOEXEC, NULL);
+    }
     for (int i = 0; i < n; i++) {
         int wanted = records[i].max_fds > max_fds ? max_fds : records[i].max_fds;
         records[i].length = msgs[i].msg_len;
