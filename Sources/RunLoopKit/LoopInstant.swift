@@ -14,9 +14,9 @@ struct LoopInstant: Comparable, Sendable {
 
     static var now: LoopInstant { LoopInstant(.now) }
 
-    /// The time from `now` until this instant, zero if it has passed.
-    var remaining: Duration {
-        .nanoseconds(max(0, nanoseconds &- LoopInstant.now.nanoseconds))
+    /// The nanoseconds from `now` until this instant, zero if it has passed.
+    var remainingNanoseconds: Int64 {
+        max(0, nanoseconds &- LoopInstant.now.nanoseconds)
     }
 
     static func < (lhs: LoopInstant, rhs: LoopInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }

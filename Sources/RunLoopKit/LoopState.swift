@@ -100,6 +100,9 @@ final class ItemSnapshot: Sendable {
     let observedActivities: ThreadRunLoop.Activity
     let hasSources: Bool
     let hasTimers: Bool
+    /// Whether a Source1 of the mode can be ready without the loop knowing it in memory (an fd
+    /// source, a send right's connection, a proxy), so that only a poll of the epoll set finds it.
+    let hasKernelOnlySources1: Bool
     private let source1List: [(token: UInt64, source: Source1)]
     private let source1ByToken: [UInt64: Source1]
     let generation: UInt64
@@ -112,6 +115,9 @@ final class ItemSnapshot: Sendable {
         observedActivities = items.observers.reduce(into: []) { $0.formUnion($1.activities) }
         hasSources = !items.sources.isEmpty
         hasTimers = !items.timers.isEmpty
+        hasKernelOnlySources1 = source1.contains { entry in
+            if case .portDoorbell = entry.source { false } else { true }
+        }
         source1List = source1
         // With the few Source1s a mode usually has, a linear scan beats hashing.
         source1ByToken = source1.count > 16 ? Dictionary(source1, uniquingKeysWith: { first, _ in first }) : [:]

@@ -206,15 +206,16 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         if handled && returnAfterSourceHandled { return .handledSource }
 
         // A Source1 that is already ready is handled without sleeping. Ports know it in memory;
-        // fd readiness costs a zero-timeout poll, done once per invocation and after any pass
-        // that ran sources (which must not sleep anyway).
+        // fd readiness (fd sources, send-right connections, proxies) costs a zero-timeout poll,
+        // done once per invocation and after any pass that ran sources (which must not sleep
+        // anyway), and only when the mode holds such a Source1.
         scratch.ready.removeAll()
         for index in items.ports.indices where items.ports[index].hasDeliverableMessages {
             scratch.ready.append(.port(items.ports[index]))
         }
         if scratch.ready.isEmpty {
-            if handled || firstPass || wakeUpOrStopPending {
-                _ = waitForSource1(modeState, items, timeout: .zero, consumeWakeUp: false, into: scratch)
+            if (handled || firstPass || wakeUpOrStopPending) && items.hasKernelOnlySources1 {
+                _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
             if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending {
@@ -262,9 +263,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private func runBlocks(of mode: Mode, onlyOne: Bool, using scratch: PassScratch) -> Bool {
         guard pendingBlockCount.load(ordering: .acquiring) > 0 else { return false }
         state.withLock { state in
-            let modeIsCommon = state.commonModes.contains(mode)
+            // Hashing the mode is needed only for blocks queued for the common modes.
+            var modeIsCommon: Bool?
             func matches(_ block: PendingBlock) -> Bool {
-                block.modes.contains(mode) || (modeIsCommon && block.modes.contains(.common))
+                if block.modes.contains(mode) { return true }
+                guard block.modes.contains(.common) else { return false }
+                if modeIsCommon == nil { modeIsCommon = state.commonModes.contains(mode) }
+                return modeIsCommon!
             }
             if !onlyOne && state.blocks.allSatisfy(matches) {
                 // The usual case: take them all by swapping buffers, which allocates nothing.
@@ -282,7 +287,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         guard !scratch.blocks.isEmpty else { return false }
         pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
         for pending in scratch.blocks { pending.block() }
-        scratch.blocks.removeAll(keepingCapacity: true)
+        // Element by element: `removeAll(keepingCapacity:)` takes the generic replace path.
+        while scratch.blocks.popLast() != nil {}
         return true
     }
 
@@ -346,7 +352,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         waiting.store(true, ordering: .releasing)
         defer { waiting.store(false, ordering: .releasing) }
         while true {
-            let woken = waitForSource1(modeState, items, timeout: wakeAt?.remaining, consumeWakeUp: true, into: scratch)
+            let woken = waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
+                                       consumeWakeUp: true, into: scratch)
             if woken || !scratch.ready.isEmpty { return }
         }
     }
@@ -358,11 +365,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// One epoll_wait on the mode's set, appending what is ready to `scratch.ready`. Returns
     /// true for a real wake-up (when `consumeWakeUp`), a timeout or EINTR; ports whose doorbell
     /// edge carries no deliverable message are left out.
-    private func waitForSource1(_ modeState: ModeState, _ passItems: ItemSnapshot, timeout: Duration?,
+    private func waitForSource1(_ modeState: ModeState, _ passItems: ItemSnapshot, timeoutNanoseconds: Int64?,
                                 consumeWakeUp: Bool, into scratch: PassScratch) -> Bool {
         let count: Int
         do {
-            count = try modeState.epoll.wait(timeout: timeout) { scratch.events.append($0) }
+            count = try modeState.epoll.wait(timeoutNanoseconds: timeoutNanoseconds) { scratch.events.append($0) }
         } catch {
             preconditionFailure("RunLoopKit: epoll_wait failed in mode \(modeState.mode): \(error)")
         }

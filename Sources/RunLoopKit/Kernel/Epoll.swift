@@ -66,15 +66,8 @@ final class Epoll: @unchecked Sendable {
 
     /// Waits up to `timeout` (nil: forever, zero: poll) and calls `body` for each event.
     /// EINTR returns zero events: the caller re-checks its state and waits again.
-    func wait(timeout: Duration?, _ body: (EpollEvent) -> Void) throws(Errno) -> Int {
-        let ns: Int64
-        if let timeout {
-            let (seconds, attoseconds) = timeout.components
-            ns = seconds >= Int64.max / 1_000_000_000 ? Int64.max : max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-        } else {
-            ns = -1
-        }
-        let n = crlk_epoll_wait_ns(descriptor.rawValue, buffer, Int32(capacity), ns)
+    func wait(timeoutNanoseconds: Int64?, _ body: (EpollEvent) -> Void) throws(Errno) -> Int {
+        let n = crlk_epoll_wait_ns(descriptor.rawValue, buffer, Int32(capacity), timeoutNanoseconds.map { max(0, $0) } ?? -1)
         if n < 0 {
             let error = Errno.current
             if error == .interrupted { return 0 }
