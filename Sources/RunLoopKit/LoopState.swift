@@ -141,7 +141,9 @@ struct LoopState {
     var modes: [ThreadRunLoop.Mode: ModeState] = [:]
     var commonModes: Set<ThreadRunLoop.Mode> = [.default]
     var commonItems = ItemSet()
-    var blocks: [PendingBlock] = []
+    /// Queued `perform` blocks, in FIFO order. A ring (a reference) so that a pass takes them
+    /// all by swapping it with its own empty one.
+    var blocks = RingBuffer<PendingBlock>()
     /// The modes of the running invocations, innermost last.
     var modeStack: [ThreadRunLoop.Mode] = []
 

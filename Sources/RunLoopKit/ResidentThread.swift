@@ -47,7 +47,7 @@ public final class ResidentThread: Sendable, CustomStringConvertible {
     public func perform(waitUntilDone: Bool = false, inModes modes: [ThreadRunLoop.Mode] = [.default],
                         _ block: @escaping @Sendable () -> Void) throws(ResidentThread.Failure) {
         guard waitUntilDone else {
-            guard !core.withLock({ core.stopping }) else { throw .finished }
+            guard !core.isStopping else { throw .finished }
             runLoop.perform(inModes: modes, block)
             return
         }
@@ -92,6 +92,9 @@ extension ResidentThread {
         private let stopFlag = Atomic<Bool>(false)
 
         func withLock<R>(_ body: () -> R) -> R { lock.withLock(body) }
+
+        /// Whether `stop()` was called, as one atomic load (set before `stop()` returns).
+        var isStopping: Bool { stopFlag.load(ordering: .acquiring) }
 
         func threadMain() {
             let loop = ThreadRunLoop.current

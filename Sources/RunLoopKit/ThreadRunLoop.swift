@@ -271,7 +271,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 if modeIsCommon == nil { modeIsCommon = state.commonModes.contains(mode) }
                 return modeIsCommon!
             }
-            if !onlyOne && state.blocks.allSatisfy(matches) {
+            if !onlyOne && !state.blocks.contains(where: { !matches($0) }) {
                 // The usual case: take them all by swapping buffers, which allocates nothing.
                 swap(&scratch.blocks, &state.blocks)
                 return
@@ -286,9 +286,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         guard !scratch.blocks.isEmpty else { return false }
         pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
-        for pending in scratch.blocks { pending.block() }
-        // Element by element: `removeAll(keepingCapacity:)` takes the generic replace path.
-        while scratch.blocks.popLast() != nil {}
+        while let pending = scratch.blocks.popFirst() { pending.block() }
         return true
     }
 
@@ -434,7 +432,7 @@ final class PassScratch {
     // buys nothing here.
     let ready = RingBuffer<Source1Event>(initialCapacity: 64)
     let events = RingBuffer<EpollEvent>(initialCapacity: 64)
-    @exclusivity(unchecked) var blocks: [PendingBlock] = []
+    @exclusivity(unchecked) var blocks = RingBuffer<PendingBlock>()
 }
 
 /// A Source1 found ready by the loop.
