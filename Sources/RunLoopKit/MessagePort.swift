@@ -80,9 +80,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// A receiver is set and messages are queued, or frames can be read into a queue with
     /// room: the loop may service the port without asking the kernel.
     let deliverable = Atomic<Bool>(false)
-    /// Frames may be waiting on a connection: set by a connection's epoll edge, cleared once
-    /// every pending connection was read to EAGAIN. Written with `lock` held; read without it
-    /// by the loop, which skips reading connections when it is false.
+    /// A connection may have frames waiting (reported readable, or parked): set when the loop
+    /// sees a connection's readiness, cleared once none is pending. Written only by the loop
+    /// thread, which skips reading connections while it is false; read under the lock by
+    /// `refreshDeliverableLocked`, so a receiver set later makes the port deliverable.
     let connectionsPending = Atomic<Bool>(false)
     let membership = LoopMembership()
 
