@@ -39,7 +39,8 @@ struct crlk_record {
     int unexpected_control;
 };
 
-/// recvmmsg(2) of up to `count` (at most 8) records into the callers' buffers, each with room for
+/// recvmmsg(2) of up to `count` (at most 8) records — recvmsg(2) when `count` is 1, which costs
+/// less for the same work — into the callers' buffers, each with room for
 /// up to `max_fds` SCM_RIGHTS descriptors (received close-on-exec; extra ones are closed and
 /// flagged in `unexpected_control`, as is ancillary data other than SCM_RIGHTS).
 /// Returns how many arrived (fewer than `count` means none was left, with MSG_DONTWAIT),

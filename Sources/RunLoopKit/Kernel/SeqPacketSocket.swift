@@ -61,7 +61,8 @@ struct SeqPacketSocket: Sendable, Hashable {
         }
     }
 
-    /// Receives up to `batch.capacity` queued records in one recvmmsg(2), without blocking.
+    /// Receives up to `limit` (at most `batch.capacity`) queued records without blocking: one
+    /// recvmsg(2) for one record, one recvmmsg(2) for several.
     /// Returns how many arrived (fewer than asked: nothing else was queued), nil when none was.
     func receive(into batch: ReceiveBatch, upTo limit: Int) throws(Errno) -> Int? {
         do {
@@ -109,7 +110,7 @@ struct SeqPacketSocket: Sendable, Hashable {
     func close() { descriptor.close() }
 }
 
-/// Buffers for receiving several records with one recvmmsg(2): each record gets room for the
+/// Buffers for receiving one record, or several with one recvmmsg(2): each record gets room for the
 /// largest legal frame plus one byte (so an oversized record shows up as too large or
 /// truncated rather than fitting by accident) and for the most descriptors a frame may carry.
 /// Owned and used by one thread at a time.
