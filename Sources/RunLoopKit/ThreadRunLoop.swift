@@ -367,7 +367,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                                 consumeWakeUp: Bool, into scratch: PassScratch) -> Bool {
         let count: Int
         do {
-            count = try modeState.epoll.wait(timeoutNanoseconds: timeoutNanoseconds) { scratch.events.append($0) }
+            count = try modeState.epoll.wait(timeoutNanoseconds: timeoutNanoseconds)
         } catch {
             preconditionFailure("RunLoopKit: epoll_wait failed in mode \(modeState.mode): \(error)")
         }
@@ -376,7 +376,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // The snapshot is refreshed if anything was added or removed since the pass began, so
         // an event is never attributed to an item that has left the mode.
         let items = modeState.isCurrent(passItems) ? passItems : modeState.currentItems(lock: state)
-        while let event = scratch.events.popFirst() {
+        for index in 0..<count {
+            let event = modeState.epoll.event(at: index)
             if event.token == Self.wakeToken {
                 if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }
                 continue
@@ -431,7 +432,6 @@ final class PassScratch {
     // Thread-confined, so the runtime's exclusivity bookkeeping (a sizeable share of a pass)
     // buys nothing here.
     let ready = RingBuffer<Source1Event>(initialCapacity: 64)
-    let events = RingBuffer<EpollEvent>(initialCapacity: 64)
     @exclusivity(unchecked) var blocks = RingBuffer<PendingBlock>()
 }
 

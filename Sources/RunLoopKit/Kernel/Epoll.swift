@@ -64,25 +64,28 @@ final class Epoll: @unchecked Sendable {
         _ = try syscallRetryingEINTR { epoll_ctl(descriptor.rawValue, op, fd.rawValue, &event) }
     }
 
-    /// Waits up to `timeout` (nil: forever, zero: poll) and calls `body` for each event.
-    /// EINTR returns zero events: the caller re-checks its state and waits again.
-    func wait(timeoutNanoseconds: Int64?, _ body: (EpollEvent) -> Void) throws(Errno) -> Int {
+    /// Waits up to `timeoutNanoseconds` (nil: forever, zero: poll); returns how many events are
+    /// ready, to be read with `event(at:)` until the next wait. EINTR returns zero events: the
+    /// caller re-checks its state and waits again. One thread at a time.
+    func wait(timeoutNanoseconds: Int64?) throws(Errno) -> Int {
         let n = crlk_epoll_wait_ns(descriptor.rawValue, buffer, Int32(capacity), timeoutNanoseconds.map { max(0, $0) } ?? -1)
         if n < 0 {
             let error = Errno.current
             if error == .interrupted { return 0 }
             throw error
         }
-        for i in 0..<Int(n) {
-            let raw = buffer + i
-            let events = crlk_epoll_event_events(raw)
-            body(EpollEvent(
-                token: crlk_epoll_event_data(raw),
-                readable: events & EPOLLIN.rawValue != 0,
-                writable: events & EPOLLOUT.rawValue != 0,
-                failed: events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0,
-                hungUp: events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0))
-        }
         return Int(n)
+    }
+
+    /// The `index`th event of the last `wait`.
+    func event(at index: Int) -> EpollEvent {
+        let raw = buffer + index
+        let events = crlk_epoll_event_events(raw)
+        return EpollEvent(
+            token: crlk_epoll_event_data(raw),
+            readable: events & EPOLLIN.rawValue != 0,
+            writable: events & EPOLLOUT.rawValue != 0,
+            failed: events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0,
+            hungUp: events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0)
     }
 }
