@@ -167,7 +167,7 @@ extension MessagePort {
 
     // MARK: - Receiving on the owner's loop
 
-    /// A connection's epoll edge: frames may be waiting on `socket`. Loop thread only; the
+    /// A connection's readiness report: frames may be waiting on `socket`. Loop thread only; the
     /// loop then services the port, whose `readConnections` checks for a receiver and room.
     func connectionBecameReadable(_ socket: SeqPacketSocket, of connections: PortConnections) {
         connections.markPending(socket)

@@ -23,8 +23,7 @@ final class PortConnections: @unchecked Sendable {
     /// Connections removed from `sockets` whose descriptors are not closed yet (they are
     /// unregistered first). Guarded by the port's lock.
     @exclusivity(unchecked) var closing = 0
-    /// Connections whose readable edge was seen and which have not been read to EAGAIN since.
-    /// Loop thread only.
+    /// Connections reported readable (or parked) and not read since. Loop thread only.
     @exclusivity(unchecked) var pending = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
     /// The pending connections being read, swapped with `pending`. Loop thread only.
     @exclusivity(unchecked) var reading = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
@@ -60,8 +59,8 @@ final class PortConnections: @unchecked Sendable {
     /// Open connections: registered, parked, or removed and about to be closed (lock held).
     var openCount: Int { sockets.count + closing }
 
-    /// Records a readable edge (loop thread); a connection is listed once. Edges come only for
-    /// registered connections: a dropped one is unregistered before the loop looks again.
+    /// Records a readiness report (loop thread); a connection is listed once. Reports come only
+    /// for registered connections: a dropped one is unregistered before the loop looks again.
     func markPending(_ socket: SeqPacketSocket) {
         guard !pending.contains(where: { $0 == socket }) else { return }
         pending.append(socket)
