@@ -458,6 +458,38 @@ struct MessagePortTests {
         clientPort.invalidate()
     }
 
+    @Test("§3.10 a loop asleep in mode B with no deadline is not woken by a port of mode A, and is by a port of B")
+    func sleepIgnoresPortsOfOtherModes() throws {
+        let inA = try MessagePort(), inB = try MessagePort()
+        let wakeUps = Recorder<String>()
+        let got = Recorder<UInt32>()
+        inA.setHandler { got.append($0.msgid) }
+        let lt = LoopThread { loop -> RLResult in
+            inB.setHandler { message in
+                got.append(message.msgid)
+                loop.stop()
+            }
+            loop.add(inA, forMode: "A")
+            loop.add(inB, forMode: "B")
+            loop.add(recordingObserver(wakeUps, activities: .afterWaiting), forMode: "B")
+            // No deadline: only a port can end this sleep.
+            return loop.run(mode: "B", for: .seconds(4_000_000_000), returnAfterSourceHandled: false)
+        }
+        #expect(lt.waitUntilSleeping(in: "B"))
+        for msgid: UInt32 in 1...3 { try inA.send(msgid: msgid, timeout: .seconds(5)) }
+        // Long enough for a wrongly woken loop to show an afterWaiting.
+        usleep(200_000)
+        #expect(wakeUps.count == 0, "a port of mode A woke a loop asleep in mode B")
+        #expect(lt.loop.isWaiting)
+        try inB.send(msgid: 10, timeout: .seconds(5))
+        #expect(lt.join() == .stopped)
+        #expect(got.values == [10])
+        #expect(wakeUps.count == 1)
+        #expect(inA.queuedCount == 3)
+        inA.invalidate()
+        inB.invalidate()
+    }
+
     @Test("§3.16 a port delivers only while its loop runs a mode that holds it, then in order")
     func portDeliversOnlyInItsModes() throws {
         let r = try #require(onLoopThread { loop -> ([UInt32], RLResult, [UInt32]) in
