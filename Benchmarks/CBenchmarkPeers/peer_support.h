@@ -47,6 +47,20 @@ static inline int bench_seqpacket_recv_u64(int fd, uint64_t *value) {
     return n == (ssize_t)sizeof *value ? 1 : -1;
 }
 
+/// The stream producers' clock, one step per message `seq`: at the end of the warm-up it
+/// snapshots allocations and RSS and starts the clock in `*started`; it returns whether `seq`
+/// is the last message (the plan's count, or its budget spent, checked every 4096 messages).
+static inline int bench_stream_step(const bench_stream_plan *plan, bench_stream_result *result,
+                                    uint64_t seq, uint64_t *started) {
+    if (seq == plan->warmup) {
+        result->allocs_begin = bench_alloc_snapshot();
+        result->rss_begin = bench_rss_bytes();
+        *started = bench_now_ns();
+    }
+    return seq + 1 == plan->max_messages ||
+           (seq > plan->warmup && (seq & 4095) == 0 && bench_now_ns() - *started >= plan->budget_ns);
+}
+
 typedef struct bench_latency_recorder {
     const bench_latency_plan *plan;
     bench_latency_result *result;

@@ -54,13 +54,7 @@ void bench_socketpair_throughput(const bench_stream_plan *plan, bench_stream_res
     uint64_t started = 0;
     uint64_t sent = 0;
     for (uint64_t seq = 0;; seq++) {
-        if (seq == plan->warmup) {
-            result->allocs_begin = bench_alloc_snapshot();
-            result->rss_begin = bench_rss_bytes();
-            started = bench_now_ns();
-        }
-        int last = seq + 1 == plan->max_messages ||
-                   (seq > plan->warmup && (seq & 4095) == 0 && bench_now_ns() - started >= plan->budget_ns);
+        int last = bench_stream_step(plan, result, seq, &started);
         uint64_t words[BENCH_PAYLOAD_WORDS];
         bench_payload_fill(words, seq, last);
         ssize_t n;
