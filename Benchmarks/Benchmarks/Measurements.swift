@@ -37,15 +37,9 @@ struct LatencyMeasurement {
     var sameCPU: Int
     var messages: Int
     var allocations: AllocationWindow
+}
 
-    init(samples: SampleBuffer, count: Int, sameCPU: Int, messages: Int, allocations: AllocationWindow) {
-        self.samples = samples
-        self.count = count
-        self.sameCPU = sameCPU
-        self.messages = messages
-        self.allocations = allocations
-    }
-
+extension LatencyMeasurement {
     init(samples: SampleBuffer, c result: bench_latency_result) {
         self.init(samples: samples, count: result.count, sameCPU: result.same_cpu,
                   messages: Int(result.messages),
@@ -60,15 +54,9 @@ struct StreamMeasurement {
     var allocations: AllocationWindow
     var rssBegin: UInt64
     var rssEnd: UInt64
+}
 
-    init(messages: Int, elapsedNanoseconds: UInt64, allocations: AllocationWindow, rssBegin: UInt64, rssEnd: UInt64) {
-        self.messages = messages
-        self.elapsedNanoseconds = elapsedNanoseconds
-        self.allocations = allocations
-        self.rssBegin = rssBegin
-        self.rssEnd = rssEnd
-    }
-
+extension StreamMeasurement {
     init(c result: bench_stream_result) {
         self.init(messages: Int(result.messages), elapsedNanoseconds: result.elapsed_ns,
                   allocations: AllocationWindow(begin: result.allocs_begin, end: result.allocs_end),
