@@ -160,6 +160,11 @@ struct LoopState {
         modeState.items.keepsModeAlive || hasBlocks(for: modeState.mode)
     }
 
+    /// The modes whose items include `item`.
+    func modes(holding item: AnyObject) -> [ModeState] {
+        modes.values.filter { $0.items.contains(item) }
+    }
+
     /// Whether `item` is still in any mode (or the common set) of this loop.
     func contains(_ item: AnyObject) -> Bool {
         commonItems.contains(item) || modes.values.contains { $0.items.contains(item) }

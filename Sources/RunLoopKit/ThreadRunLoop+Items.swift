@@ -90,9 +90,7 @@ extension ThreadRunLoop {
     func addRegistration(_ registration: Source1Registration, for item: AnyObject, if stillWanted: () -> Bool) {
         state.withLock { state in
             guard stillWanted() else { return }
-            for modeState in state.modes.values where modeState.items.contains(item) {
-                modeState.register(registration)
-            }
+            for modeState in state.modes(holding: item) { modeState.register(registration) }
         }
     }
 
@@ -100,9 +98,7 @@ extension ThreadRunLoop {
     /// connection), before the descriptor is closed.
     func removeRegistration(_ registration: Source1Registration, for item: AnyObject) {
         state.withLock { state in
-            for modeState in state.modes.values where modeState.items.contains(item) {
-                modeState.unregister(registration)
-            }
+            for modeState in state.modes(holding: item) { modeState.unregister(registration) }
         }
     }
 }
