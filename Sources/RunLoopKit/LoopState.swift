@@ -103,6 +103,8 @@ final class ItemSnapshot: Sendable {
     /// Whether a Source1 of the mode can be ready without the loop knowing it in memory (an fd
     /// source, a send right's connection, a proxy), so that only a poll of the epoll set finds it.
     let hasKernelOnlySources1: Bool
+    /// Whether the items alone keep a run of the mode going (DESIGN §3.1).
+    let keepsModeAlive: Bool
     private let source1List: [(token: UInt64, source: Source1)]
     private let source1ByToken: [UInt64: Source1]
     let generation: UInt64
@@ -118,6 +120,7 @@ final class ItemSnapshot: Sendable {
         hasKernelOnlySources1 = source1.contains { entry in
             if case .portDoorbell = entry.source { false } else { true }
         }
+        keepsModeAlive = items.keepsModeAlive
         source1List = source1
         // With the few Source1s a mode usually has, a linear scan beats hashing.
         source1ByToken = source1.count > 16 ? Dictionary(source1, uniquingKeysWith: { first, _ in first }) : [:]

@@ -235,8 +235,16 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         if stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .sequentiallyConsistent) {
             return .stopped
         }
-        if !keepAlive && !state.withLock({ $0.modeIsAlive(modeState) }) { return .finished }
+        if !keepAlive && !modeIsAlive(modeState, items) { return .finished }
         return nil
+    }
+
+    /// Whether the mode still has something to service. While the pass's snapshot is current
+    /// (nothing added or removed since) and its items keep the mode alive, that is known
+    /// without the lock; otherwise the lock is taken, which also sees blocks queued for it.
+    private func modeIsAlive(_ modeState: ModeState, _ items: ItemSnapshot) -> Bool {
+        if items.keepsModeAlive && modeState.isCurrent(items) { return true }
+        return state.withLock { $0.modeIsAlive(modeState) }
     }
 
     // MARK: - Pass steps
