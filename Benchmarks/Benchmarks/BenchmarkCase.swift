@@ -39,9 +39,12 @@ enum Peer: String, CaseIterable, Sendable {
     case runLoopKit = "RunLoopKit"
     /// Throughput only, a reference rather than a competitor: see `SwiftRingPeer`.
     case swiftRing = "Swift Data ring"
+    /// Cross-process only, a reference: the C socketpair ping-pong with each side asleep in
+    /// epoll_wait(2), as any event loop sleeps (see `bench_socketpair_epoll_xprocess`).
+    case cSocketpairEpoll = "C socketpair + epoll"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
-    var isReference: Bool { self == .swiftRing }
+    var isReference: Bool { self == .swiftRing || self == .cSocketpairEpoll }
 }
 
 /// Where the scheduler may put the two threads.

@@ -12,7 +12,7 @@ enum Table {
     private static let columns: [Column] = [
         Column(title: "workload", width: 10, leftAligned: true) { _, r in r.benchmarkCase.workload.rawValue },
         Column(title: "regime", width: 8, leftAligned: true) { _, r in r.benchmarkCase.regime.rawValue },
-        Column(title: "peer", width: 18, leftAligned: true) { _, r in r.benchmarkCase.peer.rawValue },
+        Column(title: "peer", width: Peer.allCases.map(\.rawValue.count).max()!, leftAligned: true) { _, r in r.benchmarkCase.peer.rawValue },
         Column(title: "p50 µs", width: 8) { _, r in micros(r.p50) },
         Column(title: "p99 µs", width: 8) { _, r in micros(r.p99) },
         Column(title: "p99.9 µs", width: 9) { _, r in micros(r.p999) },

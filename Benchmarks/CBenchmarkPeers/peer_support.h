@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,11 +39,53 @@ static inline int bench_seqpacket_send_u64(int fd, uint64_t value) {
     return n == (ssize_t)sizeof value ? 0 : -1;
 }
 
+/// How one end waits for its next packet. `epfd` < 0: blocked in recv(2) itself, the
+/// kernel's shortest path. Otherwise the floor under any event loop: asleep in
+/// epoll_wait(2) on a set holding the socket and an eventfd (the wake-up a loop keeps for
+/// everything else it serves), then recv(2) without blocking.
+typedef struct bench_seqpacket_end {
+    int fd;
+    int epfd;
+    int wakefd;
+} bench_seqpacket_end;
+
+static inline bench_seqpacket_end bench_seqpacket_blocking_end(int fd) {
+    return (bench_seqpacket_end){ .fd = fd, .epfd = -1, .wakefd = -1 };
+}
+
+/// An end that waits through epoll; -1 in `epfd` when the set could not be built.
+static inline bench_seqpacket_end bench_seqpacket_epoll_end(int fd) {
+    bench_seqpacket_end end = { .fd = fd, .epfd = epoll_create1(EPOLL_CLOEXEC), .wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) };
+    struct epoll_event socket_event = { .events = EPOLLIN, .data.u64 = 1 };
+    struct epoll_event wake_event = { .events = EPOLLIN | EPOLLET, .data.u64 = 2 };
+    if (end.epfd < 0 || end.wakefd < 0 || epoll_ctl(end.epfd, EPOLL_CTL_ADD, fd, &socket_event) != 0 ||
+        epoll_ctl(end.epfd, EPOLL_CTL_ADD, end.wakefd, &wake_event) != 0) {
+        if (end.epfd >= 0) close(end.epfd);
+        if (end.wakefd >= 0) close(end.wakefd);
+        end.epfd = -1;
+        end.wakefd = -1;
+    }
+    return end;
+}
+
+/// Closes the end's epoll set and eventfd (not its socket).
+static inline void bench_seqpacket_end_close(bench_seqpacket_end end) {
+    if (end.epfd >= 0) close(end.epfd);
+    if (end.wakefd >= 0) close(end.wakefd);
+}
+
 /// Receives one packet: 1 for exactly 8 bytes, 0 at end-of-stream, -1 for a packet of
 /// another length (MSG_TRUNC reports the real length of a longer one), -2 if recv failed.
-static inline int bench_seqpacket_recv_u64(int fd, uint64_t *value) {
+static inline int bench_seqpacket_recv_u64(bench_seqpacket_end end, uint64_t *value) {
     ssize_t n;
-    while ((n = recv(fd, value, sizeof *value, MSG_TRUNC)) < 0 && errno == EINTR) {}
+    if (end.epfd >= 0) {
+        struct epoll_event events[4];
+        int ready;
+        while ((ready = epoll_wait(end.epfd, events, 4, -1)) < 0 && errno == EINTR) {}
+        if (ready < 0) return -2;
+    }
+    int flags = MSG_TRUNC | (end.epfd >= 0 ? MSG_DONTWAIT : 0);
+    while ((n = recv(end.fd, value, sizeof *value, flags)) < 0 && errno == EINTR) {}
     if (n < 0) return -2;
     if (n == 0) return 0;
     return n == (ssize_t)sizeof *value ? 1 : -1;
@@ -101,16 +145,16 @@ static inline int bench_recorder_add(bench_latency_recorder *r, uint64_t sample_
 /// The initiator of a SOCK_SEQPACKET ping-pong: sends 1, 2, 3… on `fd`, times each echo and
 /// records it until the recorder has enough samples. `responder_cpu(context)` is the CPU the
 /// responder last ran on. Returns the number of pings sent; a wrong pong sets `*failure`.
-static inline uint64_t bench_seqpacket_initiate(int fd, bench_latency_recorder *recorder,
+static inline uint64_t bench_seqpacket_initiate(bench_seqpacket_end end, bench_latency_recorder *recorder,
                                                 int32_t (*responder_cpu)(const void *context),
                                                 const void *context, const char **failure) {
     uint64_t sent = 0;
     for (uint64_t seq = 1;; seq++) {
         uint64_t t0 = bench_now_ns();
-        bench_seqpacket_send_u64(fd, seq);
+        bench_seqpacket_send_u64(end.fd, seq);
         sent = seq;
         uint64_t value;
-        int rc = bench_seqpacket_recv_u64(fd, &value);
+        int rc = bench_seqpacket_recv_u64(end, &value);
         uint64_t t1 = bench_now_ns();
         if (rc != 1 || value != seq) {
             *failure = "C socketpair: initiator received a wrong pong";

@@ -23,7 +23,7 @@ static void *responder_main(void *arg) {
     responder *r = arg;
     for (uint64_t expected = 1;; expected++) {
         uint64_t value;
-        if (bench_seqpacket_recv_u64(r->fd, &value) != 1) {
+        if (bench_seqpacket_recv_u64(bench_seqpacket_blocking_end(r->fd), &value) != 1) {
             r->failure = "C socketpair: responder received a malformed packet";
             bench_seqpacket_send_u64(r->fd, BENCH_POISON_VALUE);
             break;
@@ -55,7 +55,7 @@ void bench_socketpair_pingpong(const bench_latency_plan *plan, bench_latency_res
         result->failure = "C socketpair: pthread_create failed";
         return;
     }
-    uint64_t sent = bench_seqpacket_initiate(fds[0], &recorder, responder_cpu, &r, &result->failure);
+    uint64_t sent = bench_seqpacket_initiate(bench_seqpacket_blocking_end(fds[0]), &recorder, responder_cpu, &r, &result->failure);
     bench_seqpacket_send_u64(fds[0], BENCH_STOP_VALUE);
     pthread_join(thread, NULL);
     close(fds[0]);

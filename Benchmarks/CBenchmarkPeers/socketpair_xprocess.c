@@ -3,6 +3,10 @@
 /// `xprocess` workload. Each packet is one 8-byte sequence number, each side blocked
 /// in recv(2). The responder is a fork()ed child that runs nothing but this loop (no
 /// Swift runtime, no allocation) and leaves with _exit.
+///
+/// The same exchange with each side asleep in epoll_wait(2) instead (on its socket and an
+/// eventfd, then a non-blocking recv) is the `C socketpair + epoll` reference: what the
+/// kernel charges any event loop, which must sleep on more than one descriptor.
 
 #define _GNU_SOURCE
 #include <sys/socket.h>
@@ -16,6 +20,7 @@ enum {
     RESPONDER_MALFORMED = 1,       // a packet that was not exactly 8 bytes
     RESPONDER_OUT_OF_SEQUENCE = 2, // a ping other than the next sequence number
     RESPONDER_RECV_FAILED = 3,
+    RESPONDER_EPOLL_FAILED = 4,    // its epoll set could not be built
 };
 
 static int32_t responder_cpu(const void *context) {
@@ -23,10 +28,15 @@ static int32_t responder_cpu(const void *context) {
 }
 
 /// The child: echoes every ping until the initiator closes its end.
-static _Noreturn void responder_main(int fd, bench_responder_cell *cell) {
+static _Noreturn void responder_main(int fd, int through_epoll, bench_responder_cell *cell) {
+    bench_seqpacket_end end = through_epoll ? bench_seqpacket_epoll_end(fd) : bench_seqpacket_blocking_end(fd);
+    if (through_epoll && end.epfd < 0) {
+        bench_seqpacket_send_u64(fd, BENCH_POISON_VALUE);
+        _exit(RESPONDER_EPOLL_FAILED);
+    }
     for (uint64_t expected = 1;; expected++) {
         uint64_t value;
-        int rc = bench_seqpacket_recv_u64(fd, &value);
+        int rc = bench_seqpacket_recv_u64(end, &value);
         if (rc == 0) _exit(RESPONDER_DONE);
         if (rc < 0) {
             bench_seqpacket_send_u64(fd, BENCH_POISON_VALUE);
@@ -49,11 +59,12 @@ static const char *responder_failure(int status) {
     case RESPONDER_MALFORMED: return "C socketpair: responder received a malformed packet";
     case RESPONDER_OUT_OF_SEQUENCE: return "C socketpair: responder received an out-of-sequence ping";
     case RESPONDER_RECV_FAILED: return "C socketpair: responder's recv failed";
+    case RESPONDER_EPOLL_FAILED: return "C socketpair: responder could not build its epoll set";
     default: return "C socketpair: responder process exited with an unexpected status";
     }
 }
 
-void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
+static void xprocess(const bench_latency_plan *plan, bench_latency_result *result, int through_epoll) {
     bench_latency_recorder recorder;
     bench_recorder_init(&recorder, plan, result, 2);
     bench_responder_cell *cell = bench_responder_cell_create(NULL);
@@ -77,11 +88,15 @@ void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_res
     }
     if (pid == 0) {
         close(fds[0]);
-        responder_main(fds[1], cell);
+        responder_main(fds[1], through_epoll, cell);
     }
     close(fds[1]);
 
-    uint64_t sent = bench_seqpacket_initiate(fds[0], &recorder, responder_cpu, cell, &result->failure);
+    bench_seqpacket_end end = through_epoll ? bench_seqpacket_epoll_end(fds[0]) : bench_seqpacket_blocking_end(fds[0]);
+    uint64_t sent = 0;
+    if (through_epoll && end.epfd < 0) result->failure = "C socketpair: epoll set could not be built";
+    else sent = bench_seqpacket_initiate(end, &recorder, responder_cpu, cell, &result->failure);
+    bench_seqpacket_end_close(end);
     close(fds[0]);  // end-of-stream: the responder exits
     int status = 0;
     pid_t reaped;
@@ -92,4 +107,12 @@ void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_res
     if (failure != NULL) result->failure = failure;
     else if (result->failure == NULL && answered != sent)
         result->failure = "C socketpair: responder count does not match the pings sent";
+}
+
+void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
+    xprocess(plan, result, 0);
+}
+
+void bench_socketpair_epoll_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
+    xprocess(plan, result, 1);
 }

@@ -8,7 +8,8 @@ import CBenchmarkPeers
 /// in Swift, carrying `Data`): the floor under every Swift row.
 /// The cross-process ping-pong has two peers: the kernel's SEQPACKET socketpair (its
 /// baseline) and MessagePort's socketpair transport; the other frameworks have no port
-/// that crosses a process boundary.
+/// that crosses a process boundary. Its "C socketpair + epoll" reference is the baseline
+/// asleep in epoll_wait: the kernel's floor under any event loop.
 enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
         switch workload {
@@ -19,7 +20,7 @@ enum Catalogue {
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
-            [.cSocketpair, .runLoopKit]
+            [.cSocketpair, .cSocketpairEpoll, .runLoopKit]
         }
     }
 
@@ -51,6 +52,7 @@ enum Catalogue {
         case (.perform, .nio): NIOPeer.wakeUp(plan)
         case (.perform, .runLoopKit): RunLoopKitPeer.wakeUp(plan)
         case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
+        case (.xprocess, .cSocketpairEpoll): CPeers.latency(plan, bench_socketpair_epoll_xprocess)
         case (.xprocess, .runLoopKit): RunLoopKitPeer.crossProcessPingPong(plan)
         default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
@@ -65,7 +67,7 @@ enum Catalogue {
         case .nio: NIOPeer.throughput(plan)
         case .runLoopKit: RunLoopKitPeer.throughput(plan)
         case .swiftRing: SwiftRingPeer.throughput(plan)
-        case .cSdEvent: fail("no peer \(peer.rawValue) for throughput")
+        case .cSdEvent, .cSocketpairEpoll: fail("no peer \(peer.rawValue) for throughput")
         }
     }
 }

@@ -172,6 +172,10 @@ void bench_socketpair_pingpong(const bench_latency_plan *plan, bench_latency_res
 /// runtime: it only echoes, then _exits) holds.
 void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
 
+/// The same two processes, each asleep in epoll_wait(2) on its socket and an eventfd, then
+/// a non-blocking recv: the kernel's floor under any event loop's cross-process ping-pong.
+void bench_socketpair_epoll_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
+
 /// Ping-pong, two threads each running its own sd_event loop (libsystemd) with an io
 /// source on its eventfd; handlers read the ping and write the pong.
 void bench_sdevent_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
