@@ -43,26 +43,26 @@ int crlk_set_current_thread_name(const char *name) {
 }
 
 ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags) {
+    /* Without descriptors, send(2): the kernel copies no msghdr in. */
+    if (nfds == 0) return send(fd, buf, len, flags);
+    if (nfds > 256) {
+        errno = EINVAL;
+        return -1;
+    }
     struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     char control[CMSG_SPACE(sizeof(int) * 256)];
-    if (nfds > 0) {
-        if (nfds > 256) {
-            errno = EINVAL;
-            return -1;
-        }
-        memset(control, 0, CMSG_SPACE(sizeof(int) * (size_t)nfds));
-        msg.msg_control = control;
-        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-        memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * (size_t)nfds);
-    }
+    memset(control, 0, CMSG_SPACE(sizeof(int) * (size_t)nfds));
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * (size_t)nfds);
     return sendmsg(fd, &msg, flags);
 }
 
@@ -90,37 +90,51 @@ static void collect_fds(struct msghdr *msg, int *fds, int maxfds, int *nfds, int
     }
 }
 
+enum { max_records = 8, max_fds = 256 };
+
+static int wanted_fds(const struct crlk_record *record) {
+    return record->max_fds > max_fds ? max_fds : record->max_fds;
+}
+
+static void prepare(struct msghdr *header, struct iovec *iov, const struct crlk_record *record, char *control) {
+    memset(header, 0, sizeof *header);
+    iov->iov_base = record->buffer;
+    iov->iov_len = record->capacity;
+    header->msg_iov = iov;
+    header->msg_iovlen = 1;
+    header->msg_control = control;
+    header->msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)wanted_fds(record));
+}
+
+static void finish(struct crlk_record *record, struct msghdr *header, unsigned length) {
+    record->length = length;
+    record->msg_flags = header->msg_flags;
+    collect_fds(header, record->fds, wanted_fds(record), &record->fd_count, &record->unexpected_control);
+}
+
 int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags) {
-    enum { max_records = 8, max_fds = 256 };
+    if (count == 1) {
+        /* One record is one recvmsg(2), which costs less per call than recvmmsg(2), with
+         * buffers sized for one record: the usual receive touches the least stack. */
+        struct msghdr header;
+        struct iovec iov;
+        char control[CMSG_SPACE(sizeof(int) * max_fds)];
+        prepare(&header, &iov, &records[0], control);
+        ssize_t length = recvmsg(fd, &header, flags | MSG_CMSG_CLOEXEC);
+        if (length < 0) return -1;
+        finish(&records[0], &header, (unsigned)length);
+        return 1;
+    }
     struct mmsghdr msgs[max_records];
     struct iovec iovs[max_records];
     char control[max_records][CMSG_SPACE(sizeof(int) * max_fds)];
     if (count > max_records) count = max_records;
-    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
     for (int i = 0; i < count; i++) {
-        int wanted = records[i].max_fds > max_fds ? max_fds : records[i].max_fds;
-        iovs[i].iov_base = records[i].buffer;
-        iovs[i].iov_len = records[i].capacity;
-        msgs[i].msg_hdr.msg_iov = &iovs[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_control = control[i];
-        msgs[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)wanted);
+        prepare(&msgs[i].msg_hdr, &iovs[i], &records[i], control[i]);
+        msgs[i].msg_len = 0;
     }
-    /* One record is one recvmsg(2): recvmmsg(2) costs more per call for the same work. */
-    int n;
-    if (count == 1) {
-        ssize_t length = recvmsg(fd, &msgs[0].msg_hdr, flags | MSG_CMSG_CLOEXEC);
-        if (length >= 0) msgs[0].msg_len = (unsigned)length;
-        n = length < 0 ? -1 : 1;
-    } else {
-        n = recvmmsg(fd, msgs, (unsigned)count, flags | MSG_CMSG_CLOEXEC, NULL);
-    }
-    for (int i = 0; i < n; i++) {
-        int wanted = records[i].max_fds > max_fds ? max_fds : records[i].max_fds;
-        records[i].length = msgs[i].msg_len;
-        records[i].msg_flags = msgs[i].msg_hdr.msg_flags;
-        collect_fds(&msgs[i].msg_hdr, records[i].fds, wanted, &records[i].fd_count, &records[i].unexpected_control);
-    }
+    int n = recvmmsg(fd, msgs, (unsigned)count, flags | MSG_CMSG_CLOEXEC, NULL);
+    for (int i = 0; i < n; i++) finish(&records[i], &msgs[i].msg_hdr, msgs[i].msg_len);
     return n;
 }
 

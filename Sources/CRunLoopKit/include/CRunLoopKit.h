@@ -23,8 +23,8 @@ long crlk_eventfd_ring(int fd);
 /// The kernel thread id of the calling thread (gettid(2)).
 pid_t crlk_gettid(void);
 
-/// sendmsg(2) of one record with `nfds` descriptors as a single SCM_RIGHTS message
-/// (none when `nfds` is 0). Returns what sendmsg returns; errno on failure.
+/// sendmsg(2) of one record with `nfds` descriptors as a single SCM_RIGHTS message; send(2)
+/// when `nfds` is 0. Returns what the call returns; errno on failure.
 ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags);
 
 /// One record for `crlk_recvmmsg_fds`: the caller's buffers in, what arrived out.
