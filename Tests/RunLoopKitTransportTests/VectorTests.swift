@@ -3,6 +3,7 @@
 // same vectors.
 
 import Glibc
+import FoundationEssentials
 import Testing
 @testable import RunLoopKit
 
@@ -186,6 +187,34 @@ struct VectorTests {
         }
         #expect(throws: Never.self) {
             try PortFrame(msgid: 1, components: [.data([UInt8](repeating: 0, count: limit - 16 - 8))], hasReplyPort: false).encode()
+        }
+    }
+
+    @Test("a proxy writes exactly the frame the codec encodes, on its one-DATA path and its general one")
+    func proxyWritesCanonicalFrames() throws {
+        let (mine, theirs) = rawSeqPacketPair()
+        defer { close(mine) }
+        let proxy = try MessagePort(sendRight: theirs)
+        defer { proxy.invalidate() }
+        let replies = try MessagePort()
+        defer { replies.invalidate() }
+        let long = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let cases: [(msgid: UInt32, components: [MessagePort.Message.Component], reply: MessagePort?, frame: [UInt8])] = [
+            (1, [.data(Data([1, 2, 3]))], nil, frame(msgid: 1, [.data([1, 2, 3])])),
+            (2, [.data(Data(long))], nil, frame(msgid: 2, [.data(long)])),
+            (3, [.data(Data())], nil, frame(msgid: 3, [.data([])])),
+            (4, [], nil, frame(msgid: 4)),
+            (5, [.data(Data([9])), .data(Data(long))], nil, frame(msgid: 5, [.data([9]), .data(long)])),
+            (6, [.data(Data([4, 5]))], replies, frame(msgid: 6, [.data([4, 5])], reply: true)),
+            (0xFFFF_FFFF, [.data(Data(long))], replies, frame(msgid: 0xFFFF_FFFF, [.data(long)], reply: true)),
+        ]
+        for sent in cases {
+            try proxy.send(msgid: sent.msgid, components: sent.components, from: sent.reply, timeout: waitLimit)
+            var buffer = [UInt8](repeating: 0, count: MessagePort.maximumFrameSize + 1)
+            // recv(2) takes no descriptors: the kernel closes the reply port's copy.
+            let length = buffer.withUnsafeMutableBytes { recv(mine, $0.baseAddress, $0.count, 0) }
+            #expect(length == sent.frame.count, "msgid \(sent.msgid)")
+            #expect(Array(buffer.prefix(max(length, 0))) == sent.frame, "msgid \(sent.msgid)")
         }
     }
 

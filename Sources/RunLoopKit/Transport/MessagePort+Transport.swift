@@ -98,13 +98,32 @@ extension MessagePort {
     func sendRemote(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?,
                     deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         guard let remote, isValid else { throw .invalidPort }
+        // The usual message, one DATA component and no port, takes one pass over one
+        // component and gathers no descriptors.
+        if replyPort == nil, components.count == 1, case .data(let data) = components[0] {
+            let size = try FrameWriter.size(ofSingleData: data.count)
+            try transmit(frameOf: size, descriptors: [], through: remote, deadline: deadline) { buffer in
+                FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
+            }
+            return
+        }
         let size = try FrameWriter.size(of: components)
         // One descriptor per PORT component in table order, then the reply port (spec §3).
         var descriptors: [Int32] = []
         for case .port(let port) in components { descriptors.append(try port.transferableDescriptor()) }
         if let replyPort { descriptors.append(try replyPort.transferableDescriptor()) }
-        let failure = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer -> PortError? in
+        try transmit(frameOf: size, descriptors: descriptors, through: remote, deadline: deadline) { buffer in
             FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: components, into: buffer)
+        }
+    }
+
+    /// Builds a frame of `size` bytes on the stack with `write` and sends it with `descriptors`.
+    @inline(__always)
+    private func transmit(frameOf size: Int, descriptors: [Int32], through remote: SeqPacketSocket,
+                          deadline: () -> ContinuousClock.Instant?,
+                          write: (UnsafeMutableRawBufferPointer) -> Void) throws(PortError) {
+        let failure = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer -> PortError? in
+            write(buffer)
             let frame = UnsafeRawBufferPointer(buffer)
             do throws(Errno) {
                 try remote.send(frame, descriptors: descriptors)

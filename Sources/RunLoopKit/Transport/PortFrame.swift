@@ -111,31 +111,58 @@ enum FrameWriter {
         return size
     }
 
+    /// The frame size of the usual message: one DATA component of `length` bytes, no port.
+    static func size(ofSingleData length: Int) throws(PortError) -> Int {
+        let size = PortFrame.headerSize + PortFrame.componentEntrySize + length
+        guard size <= PortFrame.maximumFrameSize else { throw .messageTooLarge(limit: PortFrame.maximumFrameSize) }
+        return size
+    }
+
     /// Writes the frame into `buffer`, which holds exactly `size(of: components)` bytes.
     static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, components: C,
                                      into buffer: UnsafeMutableRawBufferPointer) where C.Element: FrameComponent {
-        let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * components.count
-        buffer.storeLittleEndian(PortFrame.magic, at: 0)
-        buffer[4] = PortFrame.version
-        buffer[5] = hasReplyPort ? PortFrame.replyPortFlag : 0
-        buffer.storeLittleEndian(UInt16(components.count), at: 6)
-        buffer.storeLittleEndian(msgid, at: 8)
-        buffer.storeLittleEndian(UInt32(buffer.count - tableEnd), at: 12)
+        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: hasReplyPort, componentCount: components.count, into: buffer)
         var entry = PortFrame.headerSize
         var data = tableEnd
         for component in components {
             let length = component.frameDataLength
-            buffer[entry] = length == nil ? 2 : 1
-            buffer[entry + 1] = 0
-            buffer[entry + 2] = 0
-            buffer[entry + 3] = 0
-            buffer.storeLittleEndian(UInt32(length ?? 0), at: entry + 4)
+            writeEntry(isData: length != nil, length: length ?? 0, at: entry, into: buffer)
             if let length {
                 component.copyFrameData(into: UnsafeMutableRawBufferPointer(rebasing: buffer[data..<data + length]))
                 data += length
             }
             entry += PortFrame.componentEntrySize
         }
+    }
+
+    /// Writes the usual message's frame — one DATA component, `data`, and no reply port — into
+    /// `buffer`, which holds exactly `size(ofSingleData: data.count)` bytes.
+    static func write(msgid: UInt32, singleData data: Data, into buffer: UnsafeMutableRawBufferPointer) {
+        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: false, componentCount: 1, into: buffer)
+        writeEntry(isData: true, length: data.count, at: PortFrame.headerSize, into: buffer)
+        data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[tableEnd...]).copyMemory(from: $0) }
+    }
+
+    /// Writes the header of a frame that fills `buffer`; returns where the component table ends.
+    private static func writeHeader(msgid: UInt32, hasReplyPort: Bool, componentCount: Int,
+                                    into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * componentCount
+        buffer.storeLittleEndian(PortFrame.magic, at: 0)
+        buffer[4] = PortFrame.version
+        buffer[5] = hasReplyPort ? PortFrame.replyPortFlag : 0
+        buffer.storeLittleEndian(UInt16(componentCount), at: 6)
+        buffer.storeLittleEndian(msgid, at: 8)
+        buffer.storeLittleEndian(UInt32(buffer.count - tableEnd), at: 12)
+        return tableEnd
+    }
+
+    /// Writes one component table entry: kind, three reserved zero bytes, length.
+    private static func writeEntry(isData: Bool, length: Int, at entry: Int, into buffer: UnsafeMutableRawBufferPointer) {
+        buffer[entry] = isData ? 1 : 2
+        buffer[entry + 1] = 0
+        buffer[entry + 2] = 0
+        buffer[entry + 3] = 0
+        buffer.storeLittleEndian(UInt32(length), at: entry + 4)
     }
 }
 
