@@ -60,6 +60,13 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
     var peer: Peer
     var regime: Regime
 
+    /// Pinned latency cases run twice, in two child processes far apart in the run, each
+    /// with half the budget, and the row keeps the run with the lower p50. On these VMs one
+    /// process's round trips can cost up to 1.5× more than the next one's, for a few seconds
+    /// at a time, for the C baselines and the frameworks alike; one such stretch then no
+    /// longer decides a ratio on its own. Every peer is measured the same way.
+    var runsTwice: Bool { regime == .pinned && workload.measuresLatency }
+
     /// The single-argument form passed to a child process: `workload/peer/regime`.
     var description: String { "\(workload.rawValue)/\(peer.rawValue)/\(regime.rawValue)" }
 

@@ -21,14 +21,15 @@ struct Plans: Sendable {
         stream.warmup = min(stream.warmup, stream.maxMessages / 10)
     }
 
-    /// The latency run of `workload`. Unpinned, a cross-process round trip takes about
+    /// The latency run of `benchmarkCase`. Unpinned, a cross-process round trip takes about
     /// 100 µs on 2 vCPUs (two cross-CPU wake-ups plus the transport), so `xprocess` gets
     /// half as long again to keep its slowest row at ≥ 10^4 samples; `--quick` is unchanged.
-    func latency(for workload: Workload) -> LatencyPlan {
-        guard workload == .xprocess, latency.budget >= .seconds(1) else { return latency }
-        var longer = latency
-        longer.budget = latency.budget * 3 / 2
-        return longer
+    /// A case that runs twice (`BenchmarkCase.runsTwice`) has half the budget each time.
+    func latency(for benchmarkCase: BenchmarkCase) -> LatencyPlan {
+        var plan = latency
+        if benchmarkCase.workload == .xprocess && latency.budget >= .seconds(1) { plan.budget = latency.budget * 3 / 2 }
+        if benchmarkCase.runsTwice { plan.budget = plan.budget / 2 }
+        return plan
     }
 
     /// The stream `peer` sends. RunLoopKit sends all of `maxMessages` (its budget is

@@ -37,7 +37,8 @@ enum Table {
             C socketpair's.
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
             same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
-            RSS Δ: growth over the stream after warm-up.
+            RSS Δ: growth over the stream after warm-up. \
+            Pinned latency rows: the better p50 of two processes run apart, half the budget each.
             """)
         lines.append("")
         lines.append(row(columns.map(\.title)))

@@ -28,7 +28,7 @@ enum Catalogue {
     static func run(_ benchmarkCase: BenchmarkCase, plans: Plans) -> CaseResult {
         switch benchmarkCase.workload {
         case .pingpong, .perform, .xprocess:
-            let measurement = latency(benchmarkCase, plans.latency(for: benchmarkCase.workload))
+            let measurement = latency(benchmarkCase, plans.latency(for: benchmarkCase))
             let summary = LatencySummary(
                 sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
             return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
