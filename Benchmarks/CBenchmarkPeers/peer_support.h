@@ -53,19 +53,21 @@ static inline bench_seqpacket_end bench_seqpacket_blocking_end(int fd) {
     return (bench_seqpacket_end){ .fd = fd, .epfd = -1, .wakefd = -1 };
 }
 
-/// An end that waits through epoll; -1 in `epfd` when the set could not be built.
-static inline bench_seqpacket_end bench_seqpacket_epoll_end(int fd) {
-    bench_seqpacket_end end = { .fd = fd, .epfd = epoll_create1(EPOLL_CLOEXEC), .wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) };
+/// Makes `*end` for `fd`: blocking, or (`through_epoll`) waiting through epoll. Returns 0,
+/// with a blocking end, when the epoll set could not be built.
+static inline int bench_seqpacket_open_end(int fd, int through_epoll, bench_seqpacket_end *end) {
+    *end = bench_seqpacket_blocking_end(fd);
+    if (!through_epoll) return 1;
+    end->epfd = epoll_create1(EPOLL_CLOEXEC);
+    end->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     struct epoll_event socket_event = { .events = EPOLLIN, .data.u64 = 1 };
     struct epoll_event wake_event = { .events = EPOLLIN | EPOLLET, .data.u64 = 2 };
-    if (end.epfd < 0 || end.wakefd < 0 || epoll_ctl(end.epfd, EPOLL_CTL_ADD, fd, &socket_event) != 0 ||
-        epoll_ctl(end.epfd, EPOLL_CTL_ADD, end.wakefd, &wake_event) != 0) {
-        if (end.epfd >= 0) close(end.epfd);
-        if (end.wakefd >= 0) close(end.wakefd);
-        end.epfd = -1;
-        end.wakefd = -1;
-    }
-    return end;
+    if (end->epfd >= 0 && end->wakefd >= 0 && epoll_ctl(end->epfd, EPOLL_CTL_ADD, fd, &socket_event) == 0 &&
+        epoll_ctl(end->epfd, EPOLL_CTL_ADD, end->wakefd, &wake_event) == 0) return 1;
+    if (end->epfd >= 0) close(end->epfd);
+    if (end->wakefd >= 0) close(end->wakefd);
+    *end = bench_seqpacket_blocking_end(fd);
+    return 0;
 }
 
 /// Closes the end's epoll set and eventfd (not its socket).

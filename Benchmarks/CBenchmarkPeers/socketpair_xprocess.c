@@ -29,8 +29,8 @@ static int32_t responder_cpu(const void *context) {
 
 /// The child: echoes every ping until the initiator closes its end.
 static _Noreturn void responder_main(int fd, int through_epoll, bench_responder_cell *cell) {
-    bench_seqpacket_end end = through_epoll ? bench_seqpacket_epoll_end(fd) : bench_seqpacket_blocking_end(fd);
-    if (through_epoll && end.epfd < 0) {
+    bench_seqpacket_end end;
+    if (!bench_seqpacket_open_end(fd, through_epoll, &end)) {
         bench_seqpacket_send_u64(fd, BENCH_POISON_VALUE);
         _exit(RESPONDER_EPOLL_FAILED);
     }
@@ -92,9 +92,9 @@ static void xprocess(const bench_latency_plan *plan, bench_latency_result *resul
     }
     close(fds[1]);
 
-    bench_seqpacket_end end = through_epoll ? bench_seqpacket_epoll_end(fds[0]) : bench_seqpacket_blocking_end(fds[0]);
+    bench_seqpacket_end end;
     uint64_t sent = 0;
-    if (through_epoll && end.epfd < 0) result->failure = "C socketpair: epoll set could not be built";
+    if (!bench_seqpacket_open_end(fds[0], through_epoll, &end)) result->failure = "C socketpair: epoll set could not be built";
     else sent = bench_seqpacket_initiate(end, &recorder, responder_cpu, cell, &result->failure);
     bench_seqpacket_end_close(end);
     close(fds[0]);  // end-of-stream: the responder exits
