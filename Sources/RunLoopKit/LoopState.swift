@@ -133,12 +133,6 @@ final class ItemSnapshot: Sendable {
     }
 }
 
-/// A block queued by `perform(inModes:)`.
-struct PendingBlock {
-    let modes: [ThreadRunLoop.Mode]
-    let block: @Sendable () -> Void
-}
-
 /// Everything about a loop that other threads may change, guarded by the loop's state lock.
 struct LoopState {
     var modes: [ThreadRunLoop.Mode: ModeState] = [:]
@@ -149,9 +143,18 @@ struct LoopState {
     var blocks = RingBuffer<PendingBlock>()
     /// The modes of the running invocations, innermost last.
     var modeStack: [ThreadRunLoop.Mode] = []
+    /// Set when the owning thread exits: nothing queued afterwards could ever run.
+    var threadExited = false
+    /// The name of a `ResidentThread`'s thread, for messages about it.
+    var threadName: String?
+
+    /// "thread <tid>", with the thread's name when it has one.
+    func threadLabel(_ owner: ThreadID) -> String {
+        threadName.map { "\(owner) \"\($0)\"" } ?? "\(owner)"
+    }
 
     func blockMatches(_ block: PendingBlock, _ mode: ThreadRunLoop.Mode) -> Bool {
-        block.modes.contains(mode) || (block.modes.contains(.common) && commonModes.contains(mode))
+        block.modes.contain(mode) { commonModes.contains(mode) }
     }
 
     func hasBlocks(for mode: ThreadRunLoop.Mode) -> Bool {

@@ -42,6 +42,20 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// A proxy's eventfd that wakes senders blocked on a full socket when the proxy is
         /// invalidated; made by the first sender that has to wait.
         @exclusivity(unchecked) var invalidationBell: EventFD?
+        /// The `messages()` sequence that is the receiver, by number; nil when it is not.
+        @exclusivity(unchecked) var consumer: UInt64?
+        @exclusivity(unchecked) var consumersMade: UInt64 = 0
+        /// A `next()` is suspended or about to be: a second one at once is a misuse.
+        @exclusivity(unchecked) var consuming = false
+        /// The consumer suspended in `next()` until a message arrives (the queue is empty then).
+        @exclusivity(unchecked) var waitingConsumer: UnsafeContinuation<Message?, Never>?
+        /// Async senders suspended while the queue is full, in arrival order.
+        @exclusivity(unchecked) var suspendedSenders: [SuspendedSender] = []
+        @exclusivity(unchecked) var sendersSuspended: UInt64 = 0
+
+        /// Whether the loop reads frames from send rights into the queue: a handler, a delegate
+        /// or a `messages()` sequence will take them.
+        var readsFrames: Bool { hasReceiver || consumer != nil }
 
         /// The handler, else the delegate (strongly held for the batch being delivered).
         var receiver: Receiver? {
@@ -143,22 +157,30 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         if runNow { handler?(self) }
     }
 
+    /// Sets a handler or delegate; a `messages()` sequence that was the receiver finishes.
     private func setReceiver(_ change: (State) -> Void) {
-        let ring: Bool = lock.withLock {
+        let (ring, finishedConsumer): (Bool, UnsafeContinuation<Message?, Never>?) = lock.withLock {
             change(state)
             state.hasReceiver = state.handler != nil || state.delegate != nil
+            let waiter = state.waitingConsumer
+            state.consumer = nil
+            state.waitingConsumer = nil
             refreshDeliverableLocked()
             let deliverNow = deliverable.load(ordering: .relaxed)
             if deliverNow { state.doorbellRung = true }
-            return deliverNow
+            return (deliverNow, waiter)
         }
+        finishedConsumer?.resume(returning: nil)
         if ring { doorbell?.ring() }
     }
 
-    /// Recomputes `deliverable` from the state (lock held).
+    /// Recomputes `deliverable` from the state (lock held). A handler or delegate needs the loop
+    /// for queued messages and for frames; a `messages()` consumer takes queued messages itself
+    /// and needs the loop only to read frames.
     func refreshDeliverableLocked() {
-        let work = !queue.isEmpty || (connectionsPending.load(ordering: .relaxed) && queue.count < queueLimit)
-        deliverable.store(state.hasReceiver && membership.isValid && work, ordering: .releasing)
+        let framesWaiting = connectionsPending.load(ordering: .relaxed) && queue.count < queueLimit
+        let work = state.hasReceiver ? !queue.isEmpty || framesWaiting : state.consumer != nil && framesWaiting
+        deliverable.store(membership.isValid && work, ordering: .releasing)
     }
 
     // MARK: - Sending side
@@ -198,7 +220,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// The fast path's test: true, with the lock held, when the port is valid and has room
     /// (the message is then built straight into the queue, with no intermediate copy).
     @inline(__always)
-    private func lockIfRoom() -> Bool {
+    func lockIfRoom() -> Bool {
         lock.lock()
         guard membership.isValid, queue.count < queueLimit else {
             lock.unlock()
@@ -231,8 +253,15 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     }
 
     /// Appends with the lock held, releases it, and rings the doorbell if this starts a burst.
+    /// A `messages()` consumer waiting for a message (the queue is empty then) takes it directly.
     @inline(__always)
-    private func appendLocked(_ message: consuming Message) {
+    func appendLocked(_ message: consuming Message) {
+        if let consumer = state.waitingConsumer {
+            state.waitingConsumer = nil
+            lock.unlock()
+            consumer.resume(returning: message)
+            return
+        }
         queue.append(message)
         var ring = false
         if state.hasReceiver {
@@ -254,7 +283,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func invalidate() {
         let (wasValid, loop) = membership.invalidate()
         guard wasValid else { return }
-        let handler: (@Sendable (MessagePort) -> Void)? = lock.withLock {
+        let (handler, consumer, senders) = lock.withLock {
+            () -> ((@Sendable (MessagePort) -> Void)?, UnsafeContinuation<Message?, Never>?, [SuspendedSender]) in
             state.discarded += queue.count
             queue.removeAll()
             // The owner's receive ends are shut down rather than closed (another thread may
@@ -266,9 +296,17 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             state.invalidationBell?.ring()
             deliverable.store(false, ordering: .releasing)
             lock.broadcast()
-            defer { state.invalidationHandler = nil }
-            return state.invalidationHandler
+            defer {
+                state.invalidationHandler = nil
+                state.waitingConsumer = nil
+                state.suspendedSenders = []
+            }
+            return (state.invalidationHandler, state.waitingConsumer, state.suspendedSenders)
         }
+        // Continuations resume outside the lock: resuming may enqueue a job on a loop, whose
+        // lock is taken before a port's, never after.
+        consumer?.resume(returning: nil)
+        for sender in senders { sender.continuation.resume(returning: .invalidated) }
         loop?.removeEverywhere(self)
         handler?(self)
     }
@@ -329,10 +367,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     func deliver(upTo limit: Int) -> Int {
         lock.lock()
         guard membership.isValid, !queue.isEmpty, let receiver = state.receiver else {
-            // Nothing queued, or no receiver (a delegate may have gone away): park until a
-            // message or a receiver arrives.
+            // Nothing queued, or no receiver (a delegate may have gone away, or a `messages()`
+            // consumer takes them itself): park until a message or a receiver arrives.
             state.hasReceiver = state.receiver != nil
-            if queue.isEmpty { state.doorbellRung = false }
+            if queue.isEmpty || state.consumer != nil { state.doorbellRung = false }
             refreshDeliverableLocked()
             lock.unlock()
             return 0
@@ -343,15 +381,17 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // anything queued now, so they go first: each sender's order holds in nested runs too.
         if state.delivering || limit == 1 || queue.count == 1 {
             let message = (state.delivering ? batch.popFirst() : nil) ?? queue.popFirst()!
-            didTakeLocked()
+            let senders = didTakeLocked()
             lock.unlock()
+            Self.resume(senders)
             receiver.deliver(message)
             return 1
         }
         state.delivering = true
         for _ in 0..<min(limit, queue.count) { batch.append(queue.popFirst()!) }
-        didTakeLocked()
+        let senders = didTakeLocked()
         lock.unlock()
+        Self.resume(senders)
 
         var delivered = 0
         while let message = batch.popFirst() {
@@ -368,12 +408,17 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     }
 
     /// After messages were taken from the queue (lock held): re-arm the doorbell once the queue
-    /// is drained, and wake senders waiting for room.
-    private func didTakeLocked() {
+    /// is drained, and wake senders waiting for room. Returns the suspended async senders the
+    /// room goes to (at most one per free slot), to be resumed once the lock is released.
+    func didTakeLocked() -> [SuspendedSender] {
         if queue.isEmpty {
             state.doorbellRung = false
             refreshDeliverableLocked()
         }
         if state.waitingSenders > 0 { lock.broadcast() }
+        guard !state.suspendedSenders.isEmpty else { return [] }
+        let woken = min(queueLimit - queue.count, state.suspendedSenders.count)
+        defer { state.suspendedSenders.removeFirst(woken) }
+        return Array(state.suspendedSenders.prefix(woken))
     }
 }

@@ -9,6 +9,8 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidPort
     /// The queue stayed full until the deadline.
     case timedOut
+    /// The task sending or receiving was cancelled; nothing was queued.
+    case cancelled
     /// The message is larger than the transport allows.
     case messageTooLarge(limit: Int)
     /// The kernel refused a resource (EMFILE/ENFILE/ENOMEM when creating the port's eventfd).
@@ -23,6 +25,7 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .invalidPort: "the port is invalid"
         case .timedOut: "the port's queue stayed full until the deadline"
+        case .cancelled: "the task was cancelled before the message could be queued"
         case .messageTooLarge(let limit): "the message exceeds the limit of \(limit) bytes"
         case .resourceExhausted(let code): "resource exhausted: \(String(cString: strerror(code))) (errno \(code))"
         case .malformedFrame(let reason): "malformed frame from a peer process: \(reason.rawValue)"

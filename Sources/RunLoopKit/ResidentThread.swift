@@ -23,7 +23,7 @@ public final class ResidentThread: Sendable, CustomStringConvertible {
     /// Starts the thread and returns once its loop is running. Any thread; one pthread_create.
     public init(name: String) {
         self.name = name
-        let core = Core()
+        let core = Core(name: name)
         self.core = core
         do {
             core.thread = try KernelThread(name: name) { core.threadMain() }
@@ -90,6 +90,11 @@ extension ResidentThread {
         private var waiters: [UInt64: Bool] = [:]
         private var nextTicket: UInt64 = 0
         private let stopFlag = Atomic<Bool>(false)
+        private let name: String
+
+        init(name: String) {
+            self.name = name
+        }
 
         func withLock<R>(_ body: () -> R) -> R { lock.withLock(body) }
 
@@ -98,12 +103,14 @@ extension ResidentThread {
 
         func threadMain() {
             let loop = ThreadRunLoop.current
+            loop.residentKeepAlive.value = true
+            loop.state.withLock { $0.threadName = name }
             lock.withLock {
                 self.loop = loop
                 lock.broadcast()
             }
             while !stopFlag.load(ordering: .acquiring) {
-                loop.runInvocation(mode: .default, deadline: nil, returnAfterSourceHandled: false, keepAlive: true)
+                loop.runInvocation(mode: .default, deadline: nil, returnAfterSourceHandled: false)
             }
             lock.withLock {
                 finished = true

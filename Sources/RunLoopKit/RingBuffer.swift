@@ -51,6 +51,12 @@ final class RingBuffer<Element> {
         }
     }
 
+    func count(where predicate: (Element) -> Bool) -> Int {
+        var matching = 0
+        for index in 0..<count where predicate(storage[(head + index) & (capacity - 1)]) { matching += 1 }
+        return matching
+    }
+
     func contains(where predicate: (Element) -> Bool) -> Bool {
         for index in 0..<count where predicate(storage[(head + index) & (capacity - 1)]) { return true }
         return false

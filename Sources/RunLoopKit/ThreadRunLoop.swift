@@ -14,11 +14,15 @@ import Glibc
 public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// epoll token of the loop's wake-up doorbell in every mode's epoll set.
     static let wakeToken: UInt64 = 0
+    /// epoll token of the main dispatch queue's eventfd, in the main loop's common modes.
+    static let mainQueueToken: UInt64 = .max
     /// How many port messages and fd events one pass services before it goes round again
     /// (so timers, Source0s and observers are never starved by a busy Source1).
     static let source1BatchLimit = 256
 
     let owner: ThreadID
+    /// Whether this is the main thread's loop, which serves the main dispatch queue.
+    let isMain: Bool
     let wakeDoorbell: EventFD
     let state = Locked(LoopState())
     /// Set by `wakeUp()` before it rings; cleared by the loop at the start of each pass.
@@ -33,14 +37,27 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// The state of the mode the last invocation ran (modes are never removed), so running the
     /// same mode again needs no dictionary lookup. Loop thread only.
     private let lastModeState = LoopThreadOnly<ModeState?>(nil)
+    /// Set on a `ResidentThread`'s own thread: its keep-alive is a source of the default mode
+    /// for every invocation there, nested ones too (DESIGN §3.19). Loop thread only.
+    let residentKeepAlive = LoopThreadOnly(false)
+    /// The common modes whose epoll sets watch the main dispatch queue's eventfd (main loop only).
+    /// Loop thread only.
+    private let mainQueueModes = LoopThreadOnly<Set<Mode>>([])
+    /// True while the main loop drains the main dispatch queue: a run nested in a main-queue
+    /// block does not serve the queue again (libdispatch's drain is not reentrant, and CF skips
+    /// it there too). Loop thread only.
+    private let drainingMainQueue = LoopThreadOnly(false)
+    private let executorSlot = InitializedOnce<LoopExecutor>()
 
     init(owner: ThreadID) {
         self.owner = owner
+        isMain = owner == .main
         do {
             wakeDoorbell = try EventFD()
         } catch {
             preconditionFailure("RunLoopKit: cannot create the wake-up eventfd of the run loop of \(owner): \(error)")
         }
+        executorSlot.initialize(LoopExecutor(runLoop: self))
     }
 
     deinit {
@@ -101,15 +118,40 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// one of `modes` (`.common`: any common mode), and wakes the loop. A block counts as a
     /// handled source. Any thread; a lock, an array append and `wakeUp()`.
     public func perform(inModes modes: [Mode] = [.default], _ block: @escaping @Sendable () -> Void) {
-        state.withLock { $0.blocks.append(PendingBlock(modes: modes, block: block)) }
+        let pending = PendingBlock(modes: PendingBlock.Modes(modes), work: .block(block))
+        state.withLock { $0.blocks.append(pending) }
         pendingBlockCount.add(1, ordering: .releasing)
         wakeUp()
     }
 
+    /// The loop's Swift concurrency executor: one per loop, the same instance every time.
+    /// Any thread; free.
+    public var executor: LoopExecutor { executorSlot.value }
+
+    /// Queues a job of the loop's executor: FIFO with `perform` blocks, in any common mode.
+    /// A loop whose thread has exited runs nothing again, so a job for it is a programmer
+    /// error, never a silently lost job. Any thread; a lock and `wakeUp()`.
+    func enqueue(_ job: UnownedJob) {
+        state.withLock { state in
+            precondition(!state.threadExited, """
+                LoopExecutor: a job was enqueued on the run loop of \(state.threadLabel(owner)), whose \
+                thread has exited: the job would never run. An actor or task pinned to a \
+                ResidentThread must not be used after the thread was stopped.
+                """)
+            state.blocks.append(PendingBlock(modes: .common, work: .job(job)))
+        }
+        pendingBlockCount.add(1, ordering: .releasing)
+        wakeUp()
+    }
+
+    /// "thread <tid> "<name>"", for messages about this loop's thread. Any thread; a lock.
+    var threadLabel: String { state.withLock { $0.threadLabel(owner) } }
+
     // MARK: - Running
 
-    /// Runs the default mode until `stop()` or until the mode is empty (CFRunLoopRun).
-    /// Only on the loop's own thread.
+    /// Runs the default mode until `stop()` or until the mode is empty (CFRunLoopRun). On the
+    /// main thread, the main loop's default mode holds the main dispatch queue, so it runs until
+    /// `stop()`. Only on the loop's own thread.
     public func run() {
         runInvocation(mode: .default, deadline: nil, returnAfterSourceHandled: false)
     }
@@ -139,11 +181,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         timeout >= .seconds(3_155_760_000) ? nil : ContinuousClock.now.advanced(by: max(timeout, .zero))
     }
 
-    /// One run invocation (CFRunLoopRunSpecific). `keepAlive` runs even an empty mode, for
-    /// resident threads, which live until stopped rather than until their mode empties.
+    /// One run invocation (CFRunLoopRunSpecific).
     @discardableResult
-    func runInvocation(mode: Mode, deadline: ContinuousClock.Instant?,
-                       returnAfterSourceHandled: Bool, keepAlive: Bool = false) -> RunResult {
+    func runInvocation(mode: Mode, deadline: ContinuousClock.Instant?, returnAfterSourceHandled: Bool) -> RunResult {
         let caller = ThreadID.current
         precondition(caller == owner, """
             ThreadRunLoop.run called on \(caller), but this run loop belongs to \(owner): \
@@ -151,21 +191,31 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             thread; reach another thread with perform(inModes:) or ResidentThread.perform)
             """)
         guard mode != .common else { return .finished }
+        // Sources that are not items: a resident thread's keep-alive (its default mode) and the
+        // main dispatch queue (the main loop's common modes, as in CF's __CFRunLoopModeIsEmpty).
+        let residentKeepAlive = mode == .default && residentKeepAlive.value
+        let mayServeMainQueue = isMain && !drainingMainQueue.value
         let cached = lastModeState.value.flatMap { $0.mode == mode ? $0 : nil }
-        let modeState: ModeState? = state.withLock { state in
+        let entered: (ModeState, servesMainQueue: Bool)? = state.withLock { state in
+            let servesMainQueue = mayServeMainQueue && state.commonModes.contains(mode)
+            let keepAlive = residentKeepAlive || servesMainQueue
             if let existing = cached ?? state.modes[mode] {
                 guard keepAlive || state.modeIsAlive(existing) else { return nil }
                 state.modeStack.append(mode)
-                return existing
+                return (existing, servesMainQueue)
             }
             // A mode that never held an item is alive only for a block queued for it.
             guard keepAlive || state.hasBlocks(for: mode) else { return nil }
             state.modeStack.append(mode)
-            return state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
+            return (state.modeState(for: mode, wakeDoorbell: wakeDoorbell), servesMainQueue)
         }
-        guard let modeState else { return .finished }
+        guard let (modeState, servesMainQueue) = entered else { return .finished }
         lastModeState.value = modeState
-        let deadline = deadline.map(LoopInstant.init)
+        if servesMainQueue { watchMainQueue(in: modeState) }
+        let invocation = Invocation(deadline: deadline.map(LoopInstant.init),
+                                    returnAfterSourceHandled: returnAfterSourceHandled,
+                                    keepAlive: residentKeepAlive || servesMainQueue,
+                                    servesMainQueue: servesMainQueue)
         let scratch = scratchPool.value.popLast() ?? PassScratch()
         defer {
             state.withLock { _ = $0.modeStack.popLast() }
@@ -177,8 +227,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         var result: RunResult? = stopRequested.exchange(false, ordering: .sequentiallyConsistent) ? .stopped : nil
         var firstPass = true
         while result == nil {
-            result = runPass(modeState, scratch, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled,
-                             keepAlive: keepAlive, firstPass: firstPass)
+            result = runPass(modeState, scratch, invocation, firstPass: firstPass)
             firstPass = false
         }
         notify(.exit, observers(of: modeState))
@@ -187,8 +236,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     /// One pass of the loop, in the order of DESIGN §3.2 (__CFRunLoopRun's body). Returns the
     /// invocation's result once an exit condition holds, nil to go round again.
-    private func runPass(_ modeState: ModeState, _ scratch: PassScratch, deadline: LoopInstant?,
-                         returnAfterSourceHandled: Bool, keepAlive: Bool, firstPass: Bool) -> RunResult? {
+    private func runPass(_ modeState: ModeState, _ scratch: PassScratch, _ invocation: Invocation,
+                         firstPass: Bool) -> RunResult? {
+        let returnAfterSourceHandled = invocation.returnAfterSourceHandled
         // Anything asked of the loop before this point is seen by this pass. (Cleared only when
         // set: the usual pass, woken by a port, skips the locked exchange.)
         if wakePending.load(ordering: .relaxed) {
@@ -206,21 +256,21 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         if handled && returnAfterSourceHandled { return .handledSource }
 
         // A Source1 that is already ready is handled without sleeping. Ports know it in memory;
-        // fd readiness (fd sources, send-right connections, proxies) costs a zero-timeout poll,
-        // done once per invocation and after any pass that ran sources (which must not sleep
-        // anyway), and only when the mode holds such a Source1.
+        // fd readiness (fd sources, send-right connections, proxies, the main dispatch queue)
+        // costs a zero-timeout poll, done once per invocation and after any pass that ran sources
+        // (which must not sleep anyway), and only when the mode holds such a Source1.
         scratch.ready.removeAll()
         for index in items.ports.indices where items.ports[index].hasDeliverableMessages {
             scratch.ready.append(.port(items.ports[index]))
         }
         if scratch.ready.isEmpty {
-            if (handled || firstPass || wakeUpOrStopPending) && items.hasKernelOnlySources1 {
+            if (handled || firstPass || wakeUpOrStopPending) && (items.hasKernelOnlySources1 || invocation.servesMainQueue) {
                 _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
             if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending {
                 notify(.beforeWaiting, items)
-                sleep(modeState, items, deadline: deadline, into: scratch)
+                sleep(modeState, items, deadline: invocation.deadline, into: scratch)
                 notify(.afterWaiting, items)
             }
         }
@@ -231,11 +281,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
 
         if handled && returnAfterSourceHandled { return .handledSource }
-        if let deadline, deadline <= .now { return .timedOut }
+        if let deadline = invocation.deadline, deadline <= .now { return .timedOut }
         if stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .sequentiallyConsistent) {
             return .stopped
         }
-        if !keepAlive && !modeIsAlive(modeState, items) { return .finished }
+        if !invocation.keepAlive && !modeIsAlive(modeState, items) { return .finished }
         return nil
     }
 
@@ -267,17 +317,17 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
     }
 
-    /// Runs the pending blocks of `mode` in FIFO order (one when `onlyOne`).
+    /// Runs the pending blocks and executor jobs of `mode` in FIFO order (one when `onlyOne`).
     private func runBlocks(of mode: Mode, onlyOne: Bool, using scratch: PassScratch) -> Bool {
         guard pendingBlockCount.load(ordering: .acquiring) > 0 else { return false }
         state.withLock { state in
             // Hashing the mode is needed only for blocks queued for the common modes.
             var modeIsCommon: Bool?
             func matches(_ block: PendingBlock) -> Bool {
-                if block.modes.contains(mode) { return true }
-                guard block.modes.contains(.common) else { return false }
-                if modeIsCommon == nil { modeIsCommon = state.commonModes.contains(mode) }
-                return modeIsCommon!
+                block.modes.contain(mode) {
+                    if modeIsCommon == nil { modeIsCommon = state.commonModes.contains(mode) }
+                    return modeIsCommon!
+                }
             }
             if !onlyOne && !state.blocks.contains(where: { !matches($0) }) {
                 // The usual case: take them all by swapping buffers, which allocates nothing.
@@ -294,7 +344,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         guard !scratch.blocks.isEmpty else { return false }
         pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
-        while let pending = scratch.blocks.popFirst() { pending.block() }
+        while let pending = scratch.blocks.popFirst() {
+            switch pending.work {
+            case .block(let block): block()
+            case .job(let job): executor.run(job)
+            }
+        }
         return true
     }
 
@@ -336,9 +391,27 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 remaining -= 1
             case .fileDescriptor(let source, let events):
                 if source.handle(events) { remaining -= 1 }
+            case .mainQueue:
+                drainingMainQueue.value = true
+                MainDispatchQueue.drain()
+                drainingMainQueue.value = false
+                remaining -= 1
             }
         }
         return budget - remaining
+    }
+
+    /// Adds the main dispatch queue's eventfd to a common mode's epoll set, once per mode. It is
+    /// edge-triggered like the loop's doorbells: libdispatch writes it for every wake-up, and
+    /// adding it while it holds a count reports it at once, so work queued before the loop
+    /// first ran is found. Main thread only.
+    private func watchMainQueue(in modeState: ModeState) {
+        guard mainQueueModes.value.insert(modeState.mode).inserted else { return }
+        do {
+            try modeState.epoll.add(MainDispatchQueue.handle, interest: [.readable, .edgeTriggered], token: Self.mainQueueToken)
+        } catch {
+            preconditionFailure("RunLoopKit: cannot watch the main dispatch queue in mode \(modeState.mode): \(error)")
+        }
     }
 
     // MARK: - Waiting
@@ -390,6 +463,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 if consumeWakeUp && wakePending.exchange(false, ordering: .sequentiallyConsistent) { woken = true }
                 continue
             }
+            if event.token == Self.mainQueueToken {
+                // Inside a main-queue drain the edge is passed over: the drain rings again for
+                // whatever it leaves queued.
+                if !drainingMainQueue.value { scratch.ready.append(.mainQueue) }
+                continue
+            }
             switch items.source1(for: event.token) {
             case .portDoorbell(let port)?:
                 if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
@@ -414,8 +493,16 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     /// Called by the thread-local destructor when the owning thread exits: removes every item
     /// (running Source0 cancel callouts) and drops pending blocks, so the loop holds nothing.
+    /// A Swift concurrency job still queued would be lost silently: that is a precondition failure.
     func threadDidExit() {
         let (modes, common) = state.withLock { state -> ([ModeState], ItemSet) in
+            state.threadExited = true
+            let lostJobs = state.blocks.count { $0.isJob }
+            precondition(lostJobs == 0, """
+                LoopExecutor: \(state.threadLabel(owner)) exited with \(lostJobs) Swift concurrency job(s) \
+                still queued on its run loop, which would never run. Stop a ResidentThread only once \
+                the actors and tasks pinned to its executor are done.
+                """)
             state.blocks.removeAll()
             return (Array(state.modes.values), state.commonItems)
         }
@@ -448,6 +535,18 @@ enum Source1Event {
     case port(MessagePort)
     case proxyHungUp(MessagePort)
     case fileDescriptor(FileDescriptorSource, FileDescriptorSource.Events)
+    /// The main dispatch queue has work (main loop, common modes).
+    case mainQueue
+}
+
+/// What one run invocation was asked for, fixed for all its passes.
+struct Invocation {
+    var deadline: LoopInstant?
+    var returnAfterSourceHandled: Bool
+    /// Runs on while the mode's items are gone: a resident thread's default mode, or a common
+    /// mode of the main loop, which holds the main dispatch queue.
+    var keepAlive: Bool
+    var servesMainQueue: Bool
 }
 
 extension LoopState {

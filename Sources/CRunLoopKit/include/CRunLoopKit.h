@@ -23,6 +23,13 @@ long crlk_eventfd_ring(int fd);
 /// The kernel thread id of the calling thread (gettid(2)).
 pid_t crlk_gettid(void);
 
+/// libdispatch's run-loop integration for the main queue (what CFRunLoop uses on Linux; exported
+/// by libdispatch.so, declared only in its private headers). The handle is an eventfd that
+/// libdispatch writes whenever the main queue gains work; the callback drains the queue and may
+/// only be called on the main thread.
+int _dispatch_get_main_queue_handle_4CF(void);
+void _dispatch_main_queue_callback_4CF(void *ignored);
+
 /// sendmsg(2) of one record with `nfds` descriptors as a single SCM_RIGHTS message; send(2)
 /// when `nfds` is 0. Returns what the call returns; errno on failure.
 ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags);

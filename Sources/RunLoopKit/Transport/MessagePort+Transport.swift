@@ -170,7 +170,7 @@ extension MessagePort {
 
     /// The proxy's invalidation bell, made on first use; `.invalidPort` once invalid (checked
     /// under the lock, so an invalidation either is seen here or rings the bell).
-    private func invalidationBell() throws(PortError) -> EventFD {
+    func invalidationBell() throws(PortError) -> EventFD {
         try lock.withLock { () throws(PortError) -> EventFD in
             guard membership.isValid else { throw .invalidPort }
             if let bell = state.invalidationBell { return bell }
@@ -206,7 +206,7 @@ extension MessagePort {
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
-    /// receiver is set; parks the connections it cannot read. A frame that finds nothing queued
+    /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame that finds nothing queued
     /// before it is delivered at once, up to `budget` of them; the others are queued. Returns
     /// how many were delivered. Loop thread only.
     private func readConnections(budget: Int) -> Int {
@@ -214,7 +214,7 @@ extension MessagePort {
         var room = 0
         let connections: PortConnections? = lock.withLock {
             guard membership.isValid, let connections = state.connections else { return nil }
-            room = state.hasReceiver ? queueLimit - queue.count : 0
+            room = state.readsFrames ? queueLimit - queue.count : 0
             return connections
         }
         guard let connections else { return 0 }
@@ -290,6 +290,13 @@ extension MessagePort {
                 lock.unlock()
                 receiver.deliver(message)
                 return 1
+            }
+            if let consumer = state.waitingConsumer {
+                // A `messages()` consumer waits on an empty queue: the frame goes to it.
+                state.waitingConsumer = nil
+                lock.unlock()
+                consumer.resume(returning: message)
+                return 0
             }
             queue.append(message)
             refreshDeliverableLocked()

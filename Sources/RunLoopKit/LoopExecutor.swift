@@ -1,0 +1,78 @@
+/// A run loop as a Swift concurrency executor, serial and task executor both: jobs run on the
+/// loop's thread, in FIFO order with `perform` blocks, while the loop runs any common mode
+/// (DESIGN §3.21). An actor whose `unownedExecutor` is a loop's executor runs every method on
+/// that thread, interleaved with the loop's port messages, timers and observers and never
+/// concurrently with them; `withTaskExecutorPreference(loop.executor)` runs nonisolated async
+/// work there.
+///
+/// ```swift
+/// actor Index {
+///     let thread = ResidentThread(name: "index")
+///     nonisolated var unownedExecutor: UnownedSerialExecutor {
+///         thread.executor.asUnownedSerialExecutor()
+///     }
+/// }
+/// ```
+///
+/// Each loop has exactly one (`ThreadRunLoop.executor`); it references its loop without
+/// retaining it, so it lives as long as the loop does. A job enqueued after the loop's thread
+/// exited is a precondition failure naming the thread: it would never run.
+public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomStringConvertible {
+    /// The loop whose thread runs this executor's jobs. Any thread; free.
+    public unowned let runLoop: ThreadRunLoop
+
+    init(runLoop: ThreadRunLoop) {
+        self.runLoop = runLoop
+    }
+
+    /// Queues `job` on the loop and wakes it. Called by the Swift runtime, from any thread; a
+    /// lock, a ring append (no allocation in the steady state) and at most one eventfd write.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        runLoop.enqueue(UnownedJob(job))
+    }
+
+    /// This executor as the runtime's unowned serial-executor reference. Any thread; free.
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    /// This executor as the runtime's unowned task-executor reference. Any thread; free.
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    /// Fails with a message naming the loop's thread unless called on it (used by the runtime
+    /// for `assumeIsolated` and `preconditionIsolated` when `isIsolatingCurrentContext()` cannot
+    /// tell). Any thread; one gettid(2).
+    public func checkIsolated() {
+        let caller = ThreadID.current
+        guard caller != runLoop.owner else { return }
+        preconditionFailure("""
+            Incorrect actor executor assumption: expected to run on the run loop of \(runLoop.threadLabel) \
+            (its LoopExecutor), but running on \(caller)
+            """)
+    }
+
+    /// True on the loop's thread, where every job of this executor runs; nil elsewhere, so that
+    /// the runtime asks `checkIsolated()`, whose failure names the loop's thread. Any thread; one gettid(2).
+    public func isIsolatingCurrentContext() -> Bool? {
+        ThreadID.current == runLoop.owner ? true : nil
+    }
+
+    /// Runs a job the loop took from its queue. Loop thread only.
+    func run(_ job: UnownedJob) {
+        job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+    }
+
+    public static func == (lhs: LoopExecutor, rhs: LoopExecutor) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// "LoopExecutor(thread <tid> "<name>")". Any thread; a lock.
+    public var description: String { "LoopExecutor(\(runLoop.threadLabel))" }
+}
+
+extension ResidentThread {
+    /// The thread's executor (`runLoop.executor`): pin an actor to the thread with it, or run
+    /// async work there with `withTaskExecutorPreference`. Any thread; free.
+    public var executor: LoopExecutor { runLoop.executor }
+}

@@ -1,0 +1,210 @@
+/// Ports from async code (DESIGN §2b, §3.22–23): a port's messages as an `AsyncSequence`, and a
+/// `send` that suspends the calling task, instead of blocking its thread, while the queue is full.
+extension MessagePort {
+    /// The port's messages, for one consumer (`for await message in port.messages()`). It needs
+    /// no run loop for senders in this process; a port with send rights in other processes must
+    /// also be on a loop, whose passes read their frames into the queue.
+    public struct Messages: AsyncSequence, Sendable {
+        public typealias Element = MessagePort.Message
+        public typealias Failure = Never
+
+        let port: MessagePort
+        let consumer: UInt64
+
+        /// Takes the port's messages in order, one `next()` at a time.
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            public typealias Element = MessagePort.Message
+            public typealias Failure = Never
+
+            let port: MessagePort
+            let consumer: UInt64
+            var finished = false
+
+            /// The next message: taken from the queue, or awaited until one is sent. Nil once the
+            /// port is invalidated, another receiver is set, or the calling task is cancelled (the
+            /// port stays valid then, and its queued messages wait for the next consumer).
+            /// Any task; a lock, and a suspension when the queue is empty.
+            public mutating func next() async -> MessagePort.Message? {
+                guard !finished else { return nil }
+                let message = await port.nextMessage(for: consumer)
+                if message == nil { finished = true }
+                return message
+            }
+        }
+
+        /// The iterator; make one and consume from one task at a time. Any thread; free.
+        public func makeAsyncIterator() -> AsyncIterator {
+            AsyncIterator(port: port, consumer: consumer)
+        }
+    }
+
+    /// Makes the returned sequence the port's receiver, in place of a handler, a delegate or an
+    /// earlier sequence (which finishes). Setting a handler or delegate later finishes this one.
+    /// Messages stay queued, bounded by `queueLimit`, until `next()` takes them: a consumer that
+    /// pauses makes senders block (or suspend) at the limit. Only for a local port: a proxy's
+    /// messages are received in the process that owns the port. Any thread; a lock.
+    public func messages() -> Messages {
+        precondition(remote == nil, """
+            MessagePort.messages() called on a proxy (\(self)): a proxy only sends; its messages \
+            are received by the process that owns the port
+            """)
+        let (consumer, finished): (UInt64, UnsafeContinuation<Message?, Never>?) = lock.withLock {
+            state.handler = nil
+            state.delegate = nil
+            state.hasReceiver = false
+            state.consumersMade += 1
+            state.consumer = state.consumersMade
+            let previous = state.waitingConsumer
+            state.waitingConsumer = nil
+            refreshDeliverableLocked()
+            return (state.consumersMade, previous)
+        }
+        finished?.resume(returning: nil)
+        return Messages(port: self, consumer: consumer)
+    }
+
+    /// Queues a message from async code: never blocks a thread. While the queue is full the task
+    /// suspends until there is room; throws `.invalidPort` if the port is (or becomes, while it
+    /// waits) invalid, and `.cancelled` if the task is cancelled while it would wait — nothing is
+    /// queued then. Messages from one task arrive in the order sent. No deadline: race it with
+    /// your own timeout. Any task; a lock and, once per burst, one eventfd write.
+    public func send(msgid: UInt32, components: [Message.Component] = [],
+                     from replyPort: MessagePort? = nil) async throws(PortError) {
+        if remote != nil {
+            try await sendRemoteSuspending(msgid: msgid, components: components, replyPort: replyPort)
+        } else if lockIfRoom() {
+            appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
+        } else {
+            try await enqueueSuspending(Message(msgid: msgid, components: components, replyPort: replyPort))
+        }
+    }
+
+    // MARK: - Consumer side
+
+    /// `next()` for the sequence numbered `consumer`.
+    func nextMessage(for consumer: UInt64) async -> Message? {
+        lock.lock()
+        precondition(!state.consuming, """
+            MessagePort.messages(): next() called while another next() on \(self) is in progress; \
+            a port's messages have one consumer at a time
+            """)
+        guard state.consumer == consumer, membership.isValid, !Task.isCancelled else {
+            lock.unlock()
+            return nil
+        }
+        if let message = queue.popFirst() {
+            tookForConsumerLocked()
+            return message
+        }
+        state.consuming = true
+        lock.unlock()
+        let message = await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Message?, Never>) in
+                lock.lock()
+                guard state.consumer == consumer, membership.isValid, !Task.isCancelled else {
+                    lock.unlock()
+                    continuation.resume(returning: nil)
+                    return
+                }
+                if let message = queue.popFirst() {
+                    tookForConsumerLocked()
+                    continuation.resume(returning: message)
+                    return
+                }
+                state.waitingConsumer = continuation
+                lock.unlock()
+            }
+        } onCancel: {
+            let waiter: UnsafeContinuation<Message?, Never>? = lock.withLock {
+                defer { state.waitingConsumer = nil }
+                return state.waitingConsumer
+            }
+            waiter?.resume(returning: nil)
+        }
+        lock.withLock { state.consuming = false }
+        return message
+    }
+
+    /// After the consumer took a message from the queue (lock held; released here): wakes
+    /// senders waiting for room, and the loop if frames wait to be read into that room.
+    private func tookForConsumerLocked() {
+        let senders = didTakeLocked()
+        refreshDeliverableLocked()
+        var ring = false
+        if deliverable.load(ordering: .relaxed) && !state.doorbellRung {
+            state.doorbellRung = true
+            ring = true
+        }
+        lock.unlock()
+        Self.resume(senders)
+        if ring { doorbell?.ring() }
+    }
+
+    // MARK: - Suspending senders
+
+    /// The slow path of the async `send`: suspends until there is room, the port is invalidated
+    /// or the task is cancelled.
+    @inline(never)
+    private func enqueueSuspending(_ message: Message) async throws(PortError) {
+        while true {
+            lock.lock()
+            guard membership.isValid else {
+                lock.unlock()
+                throw .invalidPort
+            }
+            if queue.count < queueLimit {
+                appendLocked(message)
+                return
+            }
+            guard !Task.isCancelled else {
+                lock.unlock()
+                throw .cancelled
+            }
+            state.sendersSuspended += 1
+            let ticket = state.sendersSuspended
+            lock.unlock()
+            let wake = await withTaskCancellationHandler {
+                await withUnsafeContinuation { (continuation: UnsafeContinuation<SenderWake, Never>) in
+                    lock.lock()
+                    let now: SenderWake? = !membership.isValid ? .invalidated
+                        : queue.count < queueLimit ? .room
+                        : Task.isCancelled ? .cancelled : nil
+                    if now == nil { state.suspendedSenders.append(SuspendedSender(ticket: ticket, continuation: continuation)) }
+                    lock.unlock()
+                    if let now { continuation.resume(returning: now) }
+                }
+            } onCancel: {
+                let cancelled: SuspendedSender? = lock.withLock {
+                    guard let index = state.suspendedSenders.firstIndex(where: { $0.ticket == ticket }) else { return nil }
+                    return state.suspendedSenders.remove(at: index)
+                }
+                cancelled?.continuation.resume(returning: .cancelled)
+            }
+            switch wake {
+            case .room: continue
+            case .invalidated: throw .invalidPort
+            case .cancelled: throw .cancelled
+            }
+        }
+    }
+
+    /// Resumes senders that were given room (outside the port's lock: resuming may enqueue a job
+    /// on a loop, whose lock is taken before a port's, never after).
+    @inline(__always)
+    static func resume(_ senders: [SuspendedSender]) {
+        for sender in senders { sender.continuation.resume(returning: .room) }
+    }
+}
+
+/// Why a suspended async sender was resumed.
+enum SenderWake: Sendable {
+    case room
+    case invalidated
+    case cancelled
+}
+
+/// An async sender suspended on a full port, numbered so that cancellation finds it.
+struct SuspendedSender: Sendable {
+    let ticket: UInt64
+    let continuation: UnsafeContinuation<SenderWake, Never>
+}
