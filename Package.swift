@@ -57,7 +57,14 @@ let package = Package(
 
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit"]
+            dependencies: ["RunLoopKit", "LoopHost"]
+        ),
+        // A program whose main thread runs ThreadRunLoop.main, for the main-dispatch-queue tests
+        // (the test runner owns the test process's main thread).
+        .executableTarget(
+            name: "LoopHost",
+            dependencies: ["RunLoopKit"],
+            path: "Tests/LoopHost"
         ),
         // Cross-process transport test peers: a Swift program using RunLoopKit, and an
         // independent C implementation of Protocols/port-message-frame.md.

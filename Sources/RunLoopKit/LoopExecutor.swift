@@ -20,15 +20,20 @@
 public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomStringConvertible {
     /// The loop whose thread runs this executor's jobs. Any thread; free.
     public unowned let runLoop: ThreadRunLoop
+    /// The task-executor role, a separate object so that the loop can tell the jobs apart: an
+    /// actor's job runs isolated to the loop, a task's nonisolated job must not (run isolated, it
+    /// would hop off and be enqueued a second time).
+    private let taskRole: TaskRole
 
     init(runLoop: ThreadRunLoop) {
         self.runLoop = runLoop
+        taskRole = TaskRole(runLoop: runLoop)
     }
 
     /// Queues `job` on the loop and wakes it. Called by the Swift runtime, from any thread; a
     /// lock, a ring append (no allocation in the steady state) and at most one eventfd write.
     public func enqueue(_ job: consuming ExecutorJob) {
-        runLoop.enqueue(UnownedJob(job))
+        runLoop.enqueue(UnownedJob(job), asTask: false)
     }
 
     /// This executor as the runtime's unowned serial-executor reference. Any thread; free.
@@ -36,9 +41,10 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
         UnownedSerialExecutor(ordinary: self)
     }
 
-    /// This executor as the runtime's unowned task-executor reference. Any thread; free.
+    /// This executor as the runtime's unowned task-executor reference (its task role). Any
+    /// thread; free.
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        UnownedTaskExecutor(ordinary: self)
+        UnownedTaskExecutor(ordinary: taskRole)
     }
 
     /// Fails with a message naming the loop's thread unless called on it (used by the runtime
@@ -59,9 +65,27 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
         ThreadID.current == runLoop.owner ? true : nil
     }
 
-    /// Runs a job the loop took from its queue. Loop thread only.
+    /// Runs an actor's job the loop took from its queue, isolated to the loop. Loop thread only.
     func run(_ job: UnownedJob) {
         job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+    }
+
+    /// Runs a task's nonisolated job the loop took from its queue. Loop thread only.
+    func runTaskJob(_ job: UnownedJob) {
+        job.runSynchronously(on: asUnownedTaskExecutor())
+    }
+
+    /// The loop as the executor a task prefers (`withTaskExecutorPreference(loop.executor)`).
+    private final class TaskRole: TaskExecutor {
+        unowned let runLoop: ThreadRunLoop
+
+        init(runLoop: ThreadRunLoop) {
+            self.runLoop = runLoop
+        }
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            runLoop.enqueue(UnownedJob(job), asTask: true)
+        }
     }
 
     public static func == (lhs: LoopExecutor, rhs: LoopExecutor) -> Bool { lhs === rhs }

@@ -85,7 +85,7 @@ extension MessagePort {
     func nextMessage(for consumer: UInt64) async -> Message? {
         lock.lock()
         precondition(!state.consuming, """
-            MessagePort.messages(): next() called while another next() on \(self) is in progress; \
+            MessagePort.messages(): next() called while another next() on port #\(token) is in progress; \
             a port's messages have one consumer at a time
             """)
         guard state.consumer == consumer, membership.isValid, !Task.isCancelled else {

@@ -257,9 +257,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(__always)
     func appendLocked(_ message: consuming Message) {
         if let consumer = state.waitingConsumer {
-            state.waitingConsumer = nil
-            lock.unlock()
-            consumer.resume(returning: message)
+            handOffLocked(message, to: consumer)
             return
         }
         queue.append(message)
@@ -407,16 +405,30 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         return delivered
     }
 
+    /// Gives `message` to the `messages()` consumer waiting on the empty queue (lock held;
+    /// released here). The message takes no slot, so senders waiting for one are woken as if it
+    /// had been taken.
+    @inline(never)
+    func handOffLocked(_ message: consuming Message, to consumer: UnsafeContinuation<Message?, Never>) {
+        state.waitingConsumer = nil
+        let senders = didTakeLocked()
+        lock.unlock()
+        consumer.resume(returning: message)
+        Self.resume(senders)
+    }
+
     /// After messages were taken from the queue (lock held): re-arm the doorbell once the queue
     /// is drained, and wake senders waiting for room. Returns the suspended async senders the
-    /// room goes to (at most one per free slot), to be resumed once the lock is released.
+    /// room goes to, to be resumed once the lock is released: once the queue is down to half
+    /// its limit, one per free slot, so that a full queue wakes its async senders in batches
+    /// rather than one task per message taken.
     func didTakeLocked() -> [SuspendedSender] {
         if queue.isEmpty {
             state.doorbellRung = false
             refreshDeliverableLocked()
         }
         if state.waitingSenders > 0 { lock.broadcast() }
-        guard !state.suspendedSenders.isEmpty else { return [] }
+        guard !state.suspendedSenders.isEmpty, queue.count <= queueLimit / 2 else { return [] }
         let woken = min(queueLimit - queue.count, state.suspendedSenders.count)
         defer { state.suspendedSenders.removeFirst(woken) }
         return Array(state.suspendedSenders.prefix(woken))

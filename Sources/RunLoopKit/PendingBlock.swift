@@ -32,13 +32,16 @@ struct PendingBlock {
     /// What runs: a closure, or a Swift concurrency job (no closure allocated for it).
     enum Work {
         case block(@Sendable () -> Void)
+        /// A job of the loop's serial executor: an actor's, run isolated to the loop.
         case job(UnownedJob)
+        /// A job of the loop's task executor: nonisolated work of a task that prefers the loop.
+        case taskJob(UnownedJob)
     }
 
     let modes: Modes
     let work: Work
 
     var isJob: Bool {
-        if case .job = work { true } else { false }
+        if case .block = work { false } else { true }
     }
 }

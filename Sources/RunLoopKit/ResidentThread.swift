@@ -164,6 +164,7 @@ extension ResidentThread {
                 return (self.loop, self.thread)
             }
             stopFlag.store(true, ordering: .releasing)
+            loop?.residentStopping.store(true, ordering: .releasing)
             loop?.stop()
             guard let thread else {
                 // Another caller joins (or detached) the thread; wait for it to finish.

@@ -40,6 +40,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Set on a `ResidentThread`'s own thread: its keep-alive is a source of the default mode
     /// for every invocation there, nested ones too (DESIGN §3.19). Loop thread only.
     let residentKeepAlive = LoopThreadOnly(false)
+    /// Set when the resident thread is told to stop: every invocation its keep-alive holds
+    /// returns, nested ones and the outermost alike (a stop taken by a nested run must not leave
+    /// the outer one asleep for ever).
+    let residentStopping = Atomic<Bool>(false)
     /// The common modes whose epoll sets watch the main dispatch queue's eventfd (main loop only).
     /// Loop thread only.
     private let mainQueueModes = LoopThreadOnly<Set<Mode>>([])
@@ -128,17 +132,18 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Any thread; free.
     public var executor: LoopExecutor { executorSlot.value }
 
-    /// Queues a job of the loop's executor: FIFO with `perform` blocks, in any common mode.
-    /// A loop whose thread has exited runs nothing again, so a job for it is a programmer
-    /// error, never a silently lost job. Any thread; a lock and `wakeUp()`.
-    func enqueue(_ job: UnownedJob) {
+    /// Queues a job of the loop's executor (`asTask`: of its task-executor role): FIFO with
+    /// `perform` blocks, in any common mode. A loop whose thread has exited runs nothing again,
+    /// so a job for it is a programmer error, never a silently lost job. Any thread; a lock and
+    /// `wakeUp()`.
+    func enqueue(_ job: UnownedJob, asTask: Bool) {
         state.withLock { state in
             precondition(!state.threadExited, """
                 LoopExecutor: a job was enqueued on the run loop of \(state.threadLabel(owner)), whose \
                 thread has exited: the job would never run. An actor or task pinned to a \
                 ResidentThread must not be used after the thread was stopped.
                 """)
-            state.blocks.append(PendingBlock(modes: .common, work: .job(job)))
+            state.blocks.append(PendingBlock(modes: .common, work: asTask ? .taskJob(job) : .job(job)))
         }
         pendingBlockCount.add(1, ordering: .releasing)
         wakeUp()
@@ -215,6 +220,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         let invocation = Invocation(deadline: deadline.map(LoopInstant.init),
                                     returnAfterSourceHandled: returnAfterSourceHandled,
                                     keepAlive: residentKeepAlive || servesMainQueue,
+                                    residentKeepAlive: residentKeepAlive,
                                     servesMainQueue: servesMainQueue)
         let scratch = scratchPool.value.popLast() ?? PassScratch()
         defer {
@@ -225,6 +231,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
         notify(.entry, observers(of: modeState))
         var result: RunResult? = stopRequested.exchange(false, ordering: .sequentiallyConsistent) ? .stopped : nil
+        if invocation.residentKeepAlive && residentStopping.load(ordering: .acquiring) { result = .stopped }
         var firstPass = true
         while result == nil {
             result = runPass(modeState, scratch, invocation, firstPass: firstPass)
@@ -285,6 +292,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         if stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .sequentiallyConsistent) {
             return .stopped
         }
+        if invocation.residentKeepAlive && residentStopping.load(ordering: .relaxed) { return .stopped }
         if !invocation.keepAlive && !modeIsAlive(modeState, items) { return .finished }
         return nil
     }
@@ -348,6 +356,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             switch pending.work {
             case .block(let block): block()
             case .job(let job): executor.run(job)
+            case .taskJob(let job): executor.runTaskJob(job)
             }
         }
         return true
@@ -546,6 +555,8 @@ struct Invocation {
     /// Runs on while the mode's items are gone: a resident thread's default mode, or a common
     /// mode of the main loop, which holds the main dispatch queue.
     var keepAlive: Bool
+    /// Held alive by a resident thread's keep-alive, which ends when the thread is stopped.
+    var residentKeepAlive: Bool
     var servesMainQueue: Bool
 }
 

@@ -20,9 +20,21 @@ enum CrashCase: String, CaseIterable, Sendable {
     case runFromWrongThread
     case runUntilFromWrongThread
     case portOnSecondRunLoop
+    case jobAfterThreadExited
+    case isolationCheckedOffThread
+    case twoConcurrentConsumers
+    case messagesOnProxy
 
     var expectedMessage: String {
-        self == .portOnSecondRunLoop ? "second run loop" : "on its own thread"
+        switch self {
+        case .runModeForFromWrongThread, .runModeBeforeFromWrongThread, .runFromWrongThread, .runUntilFromWrongThread:
+            "on its own thread"
+        case .portOnSecondRunLoop: "second run loop"
+        case .jobAfterThreadExited: "\"crash-gone\", whose thread has exited"
+        case .isolationCheckedOffThread: "\"crash-iso\" (its LoopExecutor)"
+        case .twoConcurrentConsumers: "one consumer at a time"
+        case .messagesOnProxy: "called on a proxy"
+        }
     }
 }
 
@@ -31,8 +43,32 @@ enum CrashCase: String, CaseIterable, Sendable {
 struct PreconditionCrashEntry {
     @Test("child: commit the misuse named by RUNLOOPKIT_CRASH_CASE",
           .enabled(if: environment(crashCaseVariable) != nil))
-    func commitMisuse() throws {
+    func commitMisuse() async throws {
         let which = try #require(environment(crashCaseVariable).flatMap(CrashCase.init(rawValue:)))
+        switch which {
+        case .jobAfterThreadExited:
+            let pinned = PinnedCounter(thread: ResidentThread(name: "crash-gone"))
+            pinned.thread.stop()
+            await pinned.increment()
+            return
+        case .isolationCheckedOffThread:
+            let pinned = PinnedCounter(thread: ResidentThread(name: "crash-iso"))
+            pinned.preconditionIsolated()
+            return
+        case .twoConcurrentConsumers:
+            let messages = try MessagePort().messages()
+            let first = Task { for await _ in messages {} }
+            try await Task.sleep(for: .milliseconds(200))  // the first consumer is suspended by now
+            let second = Task { for await _ in messages {} }
+            _ = await (first.value, second.value)
+            return
+        case .messagesOnProxy:
+            let port = try MessagePort()
+            _ = try MessagePort(sendRight: port.makeSendRight()).messages()
+            return
+        default:
+            break
+        }
         // A loop owned by another, still living thread, with something to run.
         let release = Flag()
         let owner = LoopThread { loop -> Bool in
@@ -50,6 +86,8 @@ struct PreconditionCrashEntry {
             loop.run()
         case .runUntilFromWrongThread:
             loop.run(until: .now + .seconds(1))
+        case .jobAfterThreadExited, .isolationCheckedOffThread, .twoConcurrentConsumers, .messagesOnProxy:
+            break
         case .portOnSecondRunLoop:
             let port = try MessagePort()
             let release2 = Flag()
@@ -69,71 +107,23 @@ struct PreconditionCrashEntry {
     }
 }
 
-/// Result of a child run.
-struct ChildOutcome: Sendable {
-    var signal: Int32?      // terminating signal, if killed by one
-    var exitCode: Int32?    // exit status, if it exited
-    var stderr: String
-}
-
 /// Re-executes this test binary with swift-testing, filtered to the crash entry.
 func runCrashChild(_ which: CrashCase, timeout: Duration = .seconds(120)) -> ChildOutcome? {
     let exe = "/proc/self/exe"
-    let args = [exe, "--testing-library", "swift-testing", "--filter", "PreconditionCrashEntry"]
     // Environment: ours (from /proc/self/environ), plus the case, minus the backtracer.
     var env = (readSmallFile("/proc/self/environ") ?? "")
         .split(separator: "\0").map(String.init)
         .filter { !$0.hasPrefix(crashCaseVariable + "=") && !$0.hasPrefix("SWIFT_BACKTRACE=") }
     env.append("\(crashCaseVariable)=\(which.rawValue)")
     env.append("SWIFT_BACKTRACE=enable=no")
-
-    var pipeFDs: [Int32] = [-1, -1]
-    guard pipe2(&pipeFDs, O_CLOEXEC) == 0 else { return nil }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 2)
-
-    let cArgs: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
-    let cEnv: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
-    defer {
-        cArgs.forEach { free($0) }
-        cEnv.forEach { free($0) }
-    }
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, exe, &actions, nil, cArgs, cEnv)
-    close(pipeFDs[1])
-    guard rc == 0 else {
-        close(pipeFDs[0])
-        return nil
-    }
-    // Read stderr to EOF on a helper thread, with a deadline.
-    let readFD = pipeFDs[0]
-    let output = onFreshThread(timeout: timeout) { () -> String in
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(readFD, $0.baseAddress, $0.count) }
-            if n > 0 { bytes.append(contentsOf: buffer[0..<n]) } else if n < 0 && errno == EINTR { continue } else { break }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-    if output == nil { kill(pid, SIGKILL) }  // our own child, by its pid
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    if output != nil { close(readFD) }
-    let termSignal = status & 0x7F
-    if termSignal != 0 && termSignal != 0x7F {
-        return ChildOutcome(signal: termSignal, exitCode: nil, stderr: output ?? "<timed out>")
-    }
-    return ChildOutcome(signal: nil, exitCode: (status >> 8) & 0xFF, stderr: output ?? "<timed out>")
+    return runChild(exe, ["--testing-library", "swift-testing", "--filter", "PreconditionCrashEntry"],
+                    environment: env, capturing: 2, timeout: timeout)
 }
 
 @Suite("§2/§3.16 precondition failures name the mistake", .serialized)
 struct PreconditionFailureTests {
 
-    @Test("§2 running a loop off its thread, §3.16 a port on a second run loop: precondition failures naming the mistake",
+    @Test("§2 running a loop off its thread, §3.16 a port on a second run loop, §3.21 a job after its thread exited and isolation checked off the thread, §3.22 two concurrent consumers and messages() on a proxy: precondition failures naming the mistake",
           arguments: CrashCase.allCases)
     func misuseIsAPreconditionFailureNamingTheMistake(which: CrashCase) throws {
         let outcome = try #require(runCrashChild(which), "could not spawn the child test process")

@@ -112,6 +112,21 @@ func waitUntil(timeout: Duration = waitLimit, _ condition: () -> Bool) -> Bool {
 /// must not). A correct implementation never needs it.
 func settle() { usleep(200_000) }
 
+/// `waitUntil` for async tests: checks `condition` every millisecond without holding a thread of
+/// the cooperative pool, which the tasks under test may need (it has as many threads as cores).
+@discardableResult
+func eventually(timeout: Duration = waitLimit, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        if condition() { return true }
+        if ContinuousClock.now >= deadline { return condition() }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+}
+
+/// `settle()` for async tests, without holding a thread of the cooperative pool.
+func settleAsync() async { try? await Task.sleep(for: .milliseconds(200)) }
+
 /// Busy-blocks the calling thread (simulates a long callout).
 func block(for duration: Duration) {
     let end = ContinuousClock.now + duration
@@ -336,6 +351,66 @@ func threadCPUTime() -> Duration {
     precondition(rc == 0)
     func d(_ t: timeval) -> Duration { .seconds(Int64(t.tv_sec)) + .microseconds(Int64(t.tv_usec)) }
     return d(usage.ru_utime) + d(usage.ru_stime)
+}
+
+// MARK: - Child processes
+
+/// Result of a child run.
+struct ChildOutcome: Sendable {
+    var signal: Int32?      // terminating signal, if killed by one
+    var exitCode: Int32?    // exit status, if it exited
+    /// What the child wrote to the captured descriptor.
+    var output: String
+    var stderr: String { output }
+}
+
+/// Runs `executable` with `arguments`, capturing what it writes to descriptor `capturing` (1 or
+/// 2; the other goes to /dev/null), and waits for it to exit. A child still running after
+/// `timeout` is killed and its output reads "<timed out>". Nil if it could not be spawned.
+func runChild(_ executable: String, _ arguments: [String], environment: [String]? = nil,
+              capturing: Int32 = 1, timeout: Duration = .seconds(120)) -> ChildOutcome? {
+    let env = environment ?? (readSmallFile("/proc/self/environ") ?? "").split(separator: "\0").map(String.init)
+    var pipeFDs: [Int32] = [-1, -1]
+    guard pipe2(&pipeFDs, O_CLOEXEC) == 0 else { return nil }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, capturing == 1 ? 2 : 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], capturing)
+
+    let cArgs: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+    let cEnv: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
+    defer {
+        cArgs.forEach { free($0) }
+        cEnv.forEach { free($0) }
+    }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, executable, &actions, nil, cArgs, cEnv)
+    close(pipeFDs[1])
+    guard rc == 0 else {
+        close(pipeFDs[0])
+        return nil
+    }
+    // Read the output to EOF on a helper thread, with a deadline.
+    let readFD = pipeFDs[0]
+    let output = onFreshThread(timeout: timeout) { () -> String in
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(readFD, $0.baseAddress, $0.count) }
+            if n > 0 { bytes.append(contentsOf: buffer[0..<n]) } else if n < 0 && errno == EINTR { continue } else { break }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+    if output == nil { kill(pid, SIGKILL) }  // our own child, by its pid
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    if output != nil { close(readFD) }
+    let termSignal = status & 0x7F
+    if termSignal != 0 && termSignal != 0x7F {
+        return ChildOutcome(signal: termSignal, exitCode: nil, output: output ?? "<timed out>")
+    }
+    return ChildOutcome(signal: nil, exitCode: (status >> 8) & 0xFF, output: output ?? "<timed out>")
 }
 
 // MARK: - Environment

@@ -293,9 +293,7 @@ extension MessagePort {
             }
             if let consumer = state.waitingConsumer {
                 // A `messages()` consumer waits on an empty queue: the frame goes to it.
-                state.waitingConsumer = nil
-                lock.unlock()
-                consumer.resume(returning: message)
+                handOffLocked(message, to: consumer)
                 return 0
             }
             queue.append(message)

@@ -1,0 +1,71 @@
+// DESIGN §3.20: the main loop serves the main dispatch queue (and with it @MainActor). The test
+// runner owns this process's main thread, so each scenario runs in `LoopHost`, a program whose
+// main thread runs ThreadRunLoop.main; the test checks the lines it prints.
+
+import Glibc
+import Testing
+
+/// LoopHost, built beside this test binary (a dependency of the test target).
+private let loopHost: String = {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    var folder = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    while let slash = folder.lastIndex(of: "/"), slash != folder.startIndex {
+        folder = String(folder[..<slash])
+        if access(folder + "/LoopHost", X_OK) == 0 { return folder + "/LoopHost" }
+    }
+    return "LoopHost not found above the test executable; build with --build-tests"
+}()
+
+/// Runs a LoopHost scenario; its stdout lines, or nil (recorded as an issue) if it failed.
+private func hostLines(_ scenario: String) -> [String]? {
+    guard let outcome = runChild(loopHost, [scenario], timeout: .seconds(60)) else {
+        Issue.record("could not start \(loopHost)")
+        return nil
+    }
+    guard outcome.exitCode == 0 else {
+        Issue.record("LoopHost \(scenario): exit \(String(describing: outcome.exitCode)), signal \(String(describing: outcome.signal)); output:\n\(outcome.output)")
+        return nil
+    }
+    return outcome.output.split(separator: "\n").map(String.init)
+}
+
+@Suite("§3.20 the main dispatch queue", .serialized)
+struct MainDispatchQueueTests {
+
+    @Test("§3.20 a block posted to DispatchQueue.main from another thread wakes the sleeping main loop, runs on the main thread, and counts as a handled source")
+    func dispatchMainWakesTheMainLoop() throws {
+        let lines = try #require(hostLines("dispatch-wakes"))
+        #expect(lines == [
+            "posted while the main loop slept: true",
+            "block on main thread: true",
+            "result: handledSource",
+            "block ran: true",
+        ])
+    }
+
+    @Test("§3.20 Task { @MainActor in }, await MainActor.run and DispatchQueue.main all run while the main thread runs ThreadRunLoop.main")
+    func mainActorWorksOnTheMainLoop() throws {
+        let lines = try #require(hostLines("main-actor"))
+        #expect(Set(lines) == [
+            "Task @MainActor on main thread: true",
+            "MainActor.run on main thread: true",
+            "DispatchQueue.main on main thread: true",
+            "run returned before the hang guard: true",
+        ])
+        #expect(lines.last == "run returned before the hang guard: true")
+    }
+
+    @Test("§3.20 non-common modes and other threads' loops never drain the main queue; a common mode does, also one made common later")
+    func onlyCommonModesOfTheMainLoopDrain() throws {
+        let lines = try #require(hostLines("modes"))
+        #expect(lines == [
+            "private mode result: timedOut",
+            "ran in a private mode or on another loop: false",
+            "default mode result: handledSource",
+            "ran in the default mode: true",
+            "mode made common result: handledSource",
+            "ran in the mode made common: true",
+        ])
+    }
+}
