@@ -52,6 +52,25 @@ struct Bar: Sendable {
             (ratio <= 1.3, String(format: "%.2f×", ratio)
                 + (epollFloor.map { String(format: " (C socketpair + epoll, no framework: %.2f×)", $0) } ?? ""))
         })
+
+        // DESIGN §2b's bars (issue 11). The default actor runs in place on the caller's thread:
+        // it says what the hop costs with no thread hand-off, not a rival for a loop's actor.
+        let poolFloor = row(.actorhop, .defaultActor)?.p50
+        bars.append(bar("LoopExecutor actor hop p50 below an actor on SwiftNIO's EventLoop executor",
+                        row(.actorhop, .runLoopKit)?.p50.flatMap { p50 in row(.actorhop, .nio)?.p50.map { (p50, $0) } }) { p50, nio in
+            (p50 < nio, String(format: "%.2f µs vs %.2f µs", p50, nio)
+                + (poolFloor.map { String(format: " (default actor, no thread hand-off: %.2f µs)", $0) } ?? ""))
+        })
+        // The headline is the blocking sender, fed from a thread as AsyncStream's continuation
+        // and NIO's source are; the async sender is reported beside it.
+        let asyncSend = row(.asyncstream, .runLoopKitAsyncSend)?.messagesPerSecond
+        bars.append(bar("MessagePort.messages() async stream throughput above AsyncStream",
+                        row(.asyncstream, .runLoopKit)?.messagesPerSecond.flatMap { rate in
+                            row(.asyncstream, .asyncStream)?.messagesPerSecond.map { (rate, $0) }
+                        }) { rate, asyncStream in
+            (rate > asyncStream, String(format: "%.2fM/s vs %.2fM/s", rate / 1e6, asyncStream / 1e6)
+                + (asyncSend.map { String(format: " (from a task's await send: %.2fM/s)", $0 / 1e6) } ?? ""))
+        })
         return bars
     }
 

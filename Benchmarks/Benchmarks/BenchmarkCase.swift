@@ -12,16 +12,24 @@ enum Workload: String, CaseIterable, Sendable {
     case perform
     /// Round trip of an 8-byte payload between two processes (DESIGN §4's transport).
     case xprocess
+    /// `await` round trip from a task on the cooperative pool to an actor method and back,
+    /// carrying an 8-byte payload (DESIGN §2b).
+    case actorhop
+    /// One-way stream of 64-byte payloads from a sender thread, bounded to 1024 in flight,
+    /// consumed by a task with `for await` (DESIGN §2b).
+    case asyncstream
 
     /// Whether rows of this workload are latency percentiles (else a message rate).
-    var measuresLatency: Bool { self != .throughput }
+    var measuresLatency: Bool { self != .throughput && self != .asyncstream }
 
     /// Every ratio is relative to this peer in the same workload and regime: the C
     /// eventfd peers between threads, the C SEQPACKET socketpair between processes
     /// (DESIGN §5's bar for the cross-process transport; there is no eventfd row there).
+    /// The async workloads keep the C eventfd rows as theirs: an actor hop to another thread
+    /// is a two-thread round trip, an async stream a bounded one-way stream.
     var baseline: Peer {
         switch self {
-        case .pingpong, .throughput, .perform: .cEventfd
+        case .pingpong, .throughput, .perform, .actorhop, .asyncstream: .cEventfd
         case .xprocess: .cSocketpair
         }
     }
@@ -37,6 +45,13 @@ enum Peer: String, CaseIterable, Sendable {
     case dispatch = "DispatchQueue"
     case nio = "SwiftNIO"
     case runLoopKit = "RunLoopKit"
+    /// `actorhop` only: an actor with the runtime's default executor (the cooperative pool).
+    case defaultActor = "default actor"
+    /// `asyncstream` only: the standard library's `AsyncStream`.
+    case asyncStream = "AsyncStream"
+    /// `asyncstream` only: RunLoopKit's stream fed by a task's `await port.send` rather
+    /// than a thread's blocking `send`.
+    case runLoopKitAsyncSend = "RunLoopKit async send"
     /// Throughput only, a reference rather than a competitor: see `SwiftRingPeer`.
     case swiftRing = "Swift Data ring"
     /// Cross-process only, a reference: the C socketpair ping-pong with each side asleep in

@@ -24,21 +24,32 @@ struct Plans: Sendable {
     /// The latency run of `benchmarkCase`. Unpinned, a cross-process round trip takes about
     /// 100 µs on 2 vCPUs (two cross-CPU wake-ups plus the transport), so `xprocess` gets
     /// half as long again to keep its slowest row at ≥ 10^4 samples; `--quick` is unchanged.
+    /// `actorhop` gets half as long, which keeps the default run within its 90 s and `--quick`
+    /// within its 15 s: its slowest row (unpinned, about 40 µs) still gets ≥ 10^4 samples.
     /// A case that runs twice (`BenchmarkCase.runsTwice`) has half the budget each time.
     func latency(for benchmarkCase: BenchmarkCase) -> LatencyPlan {
         var plan = latency
         if benchmarkCase.workload == .xprocess && latency.budget >= .seconds(1) { plan.budget = latency.budget * 3 / 2 }
+        if benchmarkCase.workload == .actorhop { plan.budget = plan.budget / 2 }
         if benchmarkCase.runsTwice { plan.budget = plan.budget / 2 }
         return plan
     }
 
-    /// The stream `peer` sends. RunLoopKit sends all of `maxMessages` (its budget is
-    /// only a guard, half the case timeout), because flat memory over a long stream is
-    /// one of DESIGN §5's claims about it; the peers stop at the budget, which keeps the
-    /// slow ones (Foundation at a few hundred thousand messages per second) from
-    /// dominating the run time.
-    func stream(for peer: Peer) -> StreamPlan {
-        guard peer == .runLoopKit else { return stream }
+    /// The stream of `benchmarkCase`. RunLoopKit's `throughput` row sends all of
+    /// `maxMessages` (its budget is only a guard, half the case timeout), because flat memory
+    /// over a long stream is one of DESIGN §5's claims about it; the peers stop at the
+    /// budget, which keeps the slow ones (Foundation at a few hundred thousand messages per
+    /// second) from dominating the run time. Every `asyncstream` row, RunLoopKit's included,
+    /// stops at the budget: its long stream is the `throughput` row's. Their budget is a third
+    /// of the others' (1 s, a few million messages), which keeps the default run within its
+    /// 90 s and `--quick` within its 15 s.
+    func stream(for benchmarkCase: BenchmarkCase) -> StreamPlan {
+        if benchmarkCase.workload == .asyncstream {
+            var short = stream
+            short.budget = stream.budget / 3
+            return short
+        }
+        guard benchmarkCase.peer == .runLoopKit else { return stream }
         var long = stream
         long.budget = caseTimeout / 2
         return long

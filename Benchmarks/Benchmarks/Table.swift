@@ -10,7 +10,7 @@ enum Table {
     }
 
     private static let columns: [Column] = [
-        Column(title: "workload", width: 10, leftAligned: true) { _, r in r.benchmarkCase.workload.rawValue },
+        Column(title: "workload", width: Workload.allCases.map(\.rawValue.count).max()!, leftAligned: true) { _, r in r.benchmarkCase.workload.rawValue },
         Column(title: "regime", width: 8, leftAligned: true) { _, r in r.benchmarkCase.regime.rawValue },
         Column(title: "peer", width: Peer.allCases.map(\.rawValue.count).max()!, leftAligned: true) { _, r in r.benchmarkCase.peer.rawValue },
         Column(title: "p50 µs", width: 8) { _, r in micros(r.p50) },
@@ -32,9 +32,17 @@ enum Table {
             pingpong: round trip, 8-byte payload; perform: one-way wake-up latency; \
             throughput: 64-byte payloads, queue bound 1024; xprocess: round trip, 8-byte payload, \
             between two processes.
+            actorhop: `await` round trip, 8-byte payload, from a task on the cooperative pool to an \
+            actor on a resident thread's executor (RunLoopKit), on a NIO event loop's executor \
+            (SwiftNIO), or on the pool (default actor, which runs in place: no thread hand-off). \
+            asyncstream: 64-byte payloads from a sender thread to a task's `for await`, 1024 in \
+            flight: MessagePort.messages() (queueLimit 1024, blocking send), NIOAsyncSequenceProducer \
+            (watermarks 512/1024), AsyncStream (unbounded, held to 1024 by a credit window: it has no \
+            backpressure, and its bounded policies drop); "RunLoopKit async send" sends from a task \
+            with `await port.send`. Pinned: the whole process, cooperative pool included, on CPU 0.
             ×C: p50 ÷ C eventfd's p50 (latency; lower is better), msgs/s ÷ C ring + eventfd's \
-            (throughput; higher is better), same workload and regime; for xprocess, p50 ÷ \
-            C socketpair's.
+            (throughput, asyncstream; higher is better), same workload and regime; for xprocess, \
+            p50 ÷ C socketpair's.
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
             same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
             RSS Δ: growth over the stream after warm-up. \

@@ -10,6 +10,9 @@ import CBenchmarkPeers
 /// baseline) and MessagePort's socketpair transport; the other frameworks have no port
 /// that crosses a process boundary. Its "C socketpair + epoll" reference is the baseline
 /// asleep in epoll_wait: the kernel's floor under any event loop.
+/// The async workloads keep the C eventfd rows as their baseline (the same C code as
+/// `pingpong` and `throughput`) and compare RunLoopKit with SwiftNIO's async counterparts
+/// and the standard library's: a default actor, and `AsyncStream`.
 enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
         switch workload {
@@ -21,19 +24,23 @@ enum Catalogue {
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
             [.cSocketpair, .cSocketpairEpoll, .runLoopKit]
+        case .actorhop:
+            [.cEventfd, .defaultActor, .nio, .runLoopKit]
+        case .asyncstream:
+            [.cEventfd, .asyncStream, .nio, .runLoopKit, .runLoopKitAsyncSend]
         }
     }
 
     /// Runs one case in this process and summarises it.
     static func run(_ benchmarkCase: BenchmarkCase, plans: Plans) -> CaseResult {
         switch benchmarkCase.workload {
-        case .pingpong, .perform, .xprocess:
+        case .pingpong, .perform, .xprocess, .actorhop:
             let measurement = latency(benchmarkCase, plans.latency(for: benchmarkCase))
             let summary = LatencySummary(
                 sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
             return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
-        case .throughput:
-            return CaseResult(benchmarkCase, stream: stream(benchmarkCase.peer, plans.stream(for: benchmarkCase.peer)))
+        case .throughput, .asyncstream:
+            return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plans.stream(for: benchmarkCase)))
         }
     }
 
@@ -54,20 +61,28 @@ enum Catalogue {
         case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
         case (.xprocess, .cSocketpairEpoll): CPeers.latency(plan, bench_socketpair_epoll_xprocess)
         case (.xprocess, .runLoopKit): RunLoopKitPeer.crossProcessPingPong(plan)
+        case (.actorhop, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
+        case (.actorhop, .defaultActor): DefaultActorPeer.actorHop(plan)
+        case (.actorhop, .nio): NIOPeer.actorHop(plan)
+        case (.actorhop, .runLoopKit): RunLoopKitPeer.actorHop(plan)
         default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
     }
 
-    private static func stream(_ peer: Peer, _ plan: StreamPlan) -> StreamMeasurement {
-        switch peer {
-        case .cEventfd: CPeers.stream(plan, bench_ring_throughput)
-        case .cSocketpair: CPeers.stream(plan, bench_socketpair_throughput)
-        case .foundation: FoundationRunLoopPeer.throughput(plan)
-        case .dispatch: DispatchPeer.throughput(plan)
-        case .nio: NIOPeer.throughput(plan)
-        case .runLoopKit: RunLoopKitPeer.throughput(plan)
-        case .swiftRing: SwiftRingPeer.throughput(plan)
-        case .cSdEvent, .cSocketpairEpoll: fail("no peer \(peer.rawValue) for throughput")
+    private static func stream(_ benchmarkCase: BenchmarkCase, _ plan: StreamPlan) -> StreamMeasurement {
+        switch (benchmarkCase.workload, benchmarkCase.peer) {
+        case (.throughput, .cEventfd), (.asyncstream, .cEventfd): CPeers.stream(plan, bench_ring_throughput)
+        case (.throughput, .cSocketpair): CPeers.stream(plan, bench_socketpair_throughput)
+        case (.throughput, .foundation): FoundationRunLoopPeer.throughput(plan)
+        case (.throughput, .dispatch): DispatchPeer.throughput(plan)
+        case (.throughput, .nio): NIOPeer.throughput(plan)
+        case (.throughput, .runLoopKit): RunLoopKitPeer.throughput(plan)
+        case (.throughput, .swiftRing): SwiftRingPeer.throughput(plan)
+        case (.asyncstream, .asyncStream): AsyncStreamPeer.asyncStream(plan)
+        case (.asyncstream, .nio): NIOPeer.asyncStream(plan)
+        case (.asyncstream, .runLoopKit): RunLoopKitPeer.asyncStream(plan)
+        case (.asyncstream, .runLoopKitAsyncSend): RunLoopKitPeer.asyncSendStream(plan)
+        default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
     }
 }

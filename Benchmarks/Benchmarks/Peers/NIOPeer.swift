@@ -53,7 +53,7 @@ enum NIOPeer {
         return measurement
     }
 
-    private static func shutDown(_ groups: MultiThreadedEventLoopGroup...) {
+    static func shutDown(_ groups: MultiThreadedEventLoopGroup...) {
         for group in groups {
             do { try group.syncShutdownGracefully() } catch { fail("SwiftNIO: shutdown failed: \(error)") }
         }
