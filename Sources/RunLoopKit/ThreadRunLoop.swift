@@ -351,8 +351,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                        into scratch: PassScratch) {
         var wakeAt = deadline
         if items.hasTimers {
+            let now = LoopInstant.now
             for timer in items.timers {
-                if let date = timer.wakeDate.map(LoopInstant.init), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
+                if let date = timer.wakeInstant(now: now), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
             }
         }
         waiting.store(true, ordering: .releasing)
