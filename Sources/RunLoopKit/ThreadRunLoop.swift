@@ -33,6 +33,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// The state of the mode the last invocation ran (modes are never removed), so running the
     /// same mode again needs no dictionary lookup. Loop thread only.
     private let lastModeState = LoopThreadOnly<ModeState?>(nil)
+    /// Set by every invocation that found its mode alive, so that `run(mode:before:)` tells a
+    /// mode empty at the call (false) from one its run emptied (true, DESIGN §3.4); nested
+    /// invocations only ever set it. Loop thread only.
+    private let invocationStarted = LoopThreadOnly<Bool>(false)
 
     init(owner: ThreadID) {
         self.owner = owner
@@ -121,10 +125,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// Runs `mode` until one source is handled or `deadline` passes; returns false only when
-    /// the mode was empty. Only on the loop's own thread.
+    /// the mode was empty when called — a run that empties the mode itself (its last one-shot
+    /// timer fired) returns true. Only on the loop's own thread.
     @discardableResult
     public func run(mode: Mode, before deadline: ContinuousClock.Instant) -> Bool {
-        runInvocation(mode: mode, deadline: deadline, returnAfterSourceHandled: true) != .finished
+        invocationStarted.value = false
+        return runInvocation(mode: mode, deadline: deadline, returnAfterSourceHandled: true) != .finished
+            || invocationStarted.value
     }
 
     /// Runs `mode` for at most `timeout` (CFRunLoopRunInMode). Only on the loop's own thread.
@@ -165,6 +172,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         guard let modeState else { return .finished }
         lastModeState.value = modeState
+        invocationStarted.value = true
         let deadline = deadline.map(LoopInstant.init)
         let scratch = scratchPool.value.popLast() ?? PassScratch()
         defer {
