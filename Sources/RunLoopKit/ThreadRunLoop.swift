@@ -76,8 +76,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         let scheduled: [(any RunLoopItem)] = state.withLock { state in
             guard state.commonModes.insert(mode).inserted else { return [] }
             let modeState = state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
-            let common = state.commonItems
-            return common.allItems.filter { modeState.insert($0) }
+            // In service order, so that ties in the new mode keep the order they had in `.common`.
+            state.commonItems.putInOrder()
+            return state.commonItems.allItems.filter { modeState.insert($0) }
         }
         for item in scheduled { item.didSchedule(in: self, mode: mode) }
         if !scheduled.isEmpty { wakeUp() }
@@ -217,20 +218,25 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // fd readiness (fd sources, send-right connections, proxies) costs a zero-timeout poll,
         // done once per invocation and after any pass that ran sources (which must not sleep
         // anyway), and only when the mode holds such a Source1.
+        // Descriptors epoll refuses are always ready, so while the mode holds one the loop
+        // polls in every pass instead of sleeping (as a poll(2) loop would).
         scratch.ready.removeAll()
         for index in items.ports.indices where items.ports[index].hasDeliverableMessages {
             scratch.ready.append(.port(items.ports[index]))
         }
         if scratch.ready.isEmpty {
-            if (handled || firstPass || wakeUpOrStopPending) && items.hasKernelOnlySources1 {
+            if (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources) && items.hasKernelOnlySources1 {
                 _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
-            if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending {
+            if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending && !items.hasAlwaysReadySources {
                 notify(.beforeWaiting, items)
                 sleep(modeState, items, deadline: deadline, into: scratch)
                 notify(.afterWaiting, items)
             }
+        }
+        if items.hasAlwaysReadySources {
+            for source in items.alwaysReadySources { scratch.ready.append(.fileDescriptor(source, source.events)) }
         }
 
         if items.hasTimers { fireDueTimers(items.timers) }
@@ -258,7 +264,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     // MARK: - Pass steps
 
     private func observers(of modeState: ModeState) -> [RunLoopObserver] {
-        state.withLock { _ in modeState.items.observers }
+        modeState.currentItems(lock: state).observers
     }
 
     @inline(__always)
@@ -407,11 +413,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 scratch.ready.append(.port(port))
             case .proxy(let port)?:
                 if event.hungUp { scratch.ready.append(.proxyHungUp(port)) }
-            case .fileDescriptor(let source)?:
+            case .fileDescriptors(let sources)?:
                 var events: FileDescriptorSource.Events = []
                 if event.readable || event.failed { events.insert(.readable) }
                 if event.writable || event.failed { events.insert(.writable) }
-                scratch.ready.append(.fileDescriptor(source, events))
+                for source in sources where !source.events.isDisjoint(with: events) {
+                    scratch.ready.append(.fileDescriptor(source, events))
+                }
             case nil:
                 break
             }
