@@ -20,9 +20,14 @@ enum CrashCase: String, CaseIterable, Sendable {
     case runFromWrongThread
     case runUntilFromWrongThread
     case portOnSecondRunLoop
+    case closedDescriptorSource
 
     var expectedMessage: String {
-        self == .portOnSecondRunLoop ? "second run loop" : "on its own thread"
+        switch self {
+        case .portOnSecondRunLoop: "second run loop"
+        case .closedDescriptorSource: "closed descriptor"
+        default: "on its own thread"
+        }
     }
 }
 
@@ -63,6 +68,10 @@ struct PreconditionCrashEntry {
                 return true
             }
             release2.set()
+        case .closedDescriptorSource:
+            let fd = makeEventFD()
+            close(fd)
+            loop.add(FileDescriptorSource(fileDescriptor: fd, events: .readable) { _, _ in }, forMode: .default)
         }
         release.set()
         // Reaching this point means no precondition failure: exit normally so the parent sees it.
@@ -133,7 +142,7 @@ func runCrashChild(_ which: CrashCase, timeout: Duration = .seconds(120)) -> Chi
 @Suite("§2/§3.16 precondition failures name the mistake", .serialized)
 struct PreconditionFailureTests {
 
-    @Test("§2 running a loop off its thread, §3.16 a port on a second run loop: precondition failures naming the mistake",
+    @Test("§2 running a loop off its thread or watching a closed descriptor, §3.16 a port on a second run loop: precondition failures naming the mistake",
           arguments: CrashCase.allCases)
     func misuseIsAPreconditionFailureNamingTheMistake(which: CrashCase) throws {
         let outcome = try #require(runCrashChild(which), "could not spawn the child test process")
