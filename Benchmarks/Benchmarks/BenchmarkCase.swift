@@ -12,9 +12,13 @@ enum Workload: String, CaseIterable, Sendable {
     case perform
     /// Round trip of an 8-byte payload between two processes (DESIGN §4's transport).
     case xprocess
+    /// Adding then removing N items of one mode in random order, from 1 and from 8 threads:
+    /// RunLoopKit's own bookkeeping, with no peer (see `Churn`).
+    case churn
 
-    /// Whether rows of this workload are latency percentiles (else a message rate).
-    var measuresLatency: Bool { self != .throughput }
+    /// Whether rows of this workload are latency percentiles (else a message rate, or for
+    /// churn the cost per operation of each point).
+    var measuresLatency: Bool { self == .pingpong || self == .perform || self == .xprocess }
 
     /// Every ratio is relative to this peer in the same workload and regime: the C
     /// eventfd peers between threads, the C SEQPACKET socketpair between processes
@@ -23,6 +27,7 @@ enum Workload: String, CaseIterable, Sendable {
         switch self {
         case .pingpong, .throughput, .perform: .cEventfd
         case .xprocess: .cSocketpair
+        case .churn: .runLoopKit
         }
     }
 }

@@ -21,6 +21,8 @@ enum Catalogue {
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
             [.cSocketpair, .cSocketpairEpoll, .runLoopKit]
+        case .churn:
+            [.runLoopKit]
         }
     }
 
@@ -34,6 +36,8 @@ enum Catalogue {
             return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
         case .throughput:
             return CaseResult(benchmarkCase, stream: stream(benchmarkCase.peer, plans.stream(for: benchmarkCase.peer)))
+        case .churn:
+            return CaseResult(benchmarkCase, churn: Churn.measure(plans.churn))
         }
     }
 
