@@ -71,6 +71,24 @@ struct Bar: Sendable {
             (rate > asyncStream, String(format: "%.2fM/s vs %.2fM/s", rate / 1e6, asyncStream / 1e6)
                 + (asyncSend.map { String(format: " (from a task's await send: %.2fM/s)", $0 / 1e6) } ?? ""))
         })
+        // Adding and removing an item costs the same however many the mode holds, with one
+        // thread and with eight contending for the loop.
+        let churnPairs = row(.churn, .runLoopKit).flatMap { result -> [(ChurnPoint, ChurnPoint)]? in
+            let pairs = [1, 8].compactMap { threads in
+                result.churn(items: 1_000, threads: threads).flatMap { small in
+                    result.churn(items: 100_000, threads: threads).map { (small, $0) }
+                }
+            }
+            return pairs.count == 2 ? pairs : nil
+        }
+        bars.append(bar("churn: ns/op at 100,000 within 1.5× of that at 1,000", churnPairs) { pairs in
+            let ratios = pairs.map { $0.1.nanosecondsPerOperation / $0.0.nanosecondsPerOperation }
+            let detail = zip(pairs, ratios).map { pair, ratio in
+                "\(pair.0.threads) thread\(pair.0.threads == 1 ? "" : "s"): "
+                    + String(format: "%.2f× (%.0f → %.0f ns)", ratio, pair.0.nanosecondsPerOperation, pair.1.nanosecondsPerOperation)
+            }.joined(separator: ", ")
+            return (ratios.allSatisfy { $0 <= 1.5 }, detail)
+        })
         return bars
     }
 

@@ -18,9 +18,13 @@ enum Workload: String, CaseIterable, Sendable {
     /// One-way stream of 64-byte payloads from a sender thread, bounded to 1024 in flight,
     /// consumed by a task with `for await` (DESIGN §2b).
     case asyncstream
+    /// Adding then removing N items of one mode in random order, from 1 and from 8 threads:
+    /// RunLoopKit's own bookkeeping, with no peer (see `Churn`).
+    case churn
 
-    /// Whether rows of this workload are latency percentiles (else a message rate).
-    var measuresLatency: Bool { self != .throughput && self != .asyncstream }
+    /// Whether rows of this workload are latency percentiles (else a message rate, or for
+    /// churn the cost per operation of each point).
+    var measuresLatency: Bool { self == .pingpong || self == .perform || self == .xprocess || self == .actorhop }
 
     /// Every ratio is relative to this peer in the same workload and regime: the C
     /// eventfd peers between threads, the C SEQPACKET socketpair between processes
@@ -31,6 +35,7 @@ enum Workload: String, CaseIterable, Sendable {
         switch self {
         case .pingpong, .throughput, .perform, .actorhop, .asyncstream: .cEventfd
         case .xprocess: .cSocketpair
+        case .churn: .runLoopKit
         }
     }
 }

@@ -16,6 +16,8 @@ struct CaseResult: Sendable {
     var messagesPerSecond: Double?
     /// RSS growth from the end of the warm-up to the end of the stream.
     var rssGrowthBytes: Int64?
+    // Churn rows; nil for the others. `messages` and the allocations count its operations.
+    var churn: [ChurnPoint]?
     // Every row.
     var messages: Int
     var allocationsPerMessage: Double
@@ -47,6 +49,20 @@ struct CaseResult: Sendable {
         peakRSSBytes = Self.peakRSS()
     }
 
+    init(_ benchmarkCase: BenchmarkCase, churn measurement: ChurnMeasurement) {
+        self.benchmarkCase = benchmarkCase
+        churn = measurement.points
+        messages = measurement.operations
+        allocationsPerMessage = measurement.allocations.allocationsPerMessage(measurement.operations)
+        bytesPerMessage = measurement.allocations.bytesPerMessage(measurement.operations)
+        peakRSSBytes = Self.peakRSS()
+    }
+
+    /// The churn point of `items` items and `threads` threads, if measured.
+    func churn(items: Int, threads: Int) -> ChurnPoint? {
+        churn?.first { $0.items == items && $0.threads == threads }
+    }
+
     private static func peakRSS() -> Int64 {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
@@ -63,6 +79,10 @@ struct CaseResult: Sendable {
             ("mean", mean.map { "\($0)" }), ("samples", samples.map { "\($0)" }),
             ("same_cpu", sameCPUShare.map { "\($0)" }), ("msgs_per_s", messagesPerSecond.map { "\($0)" }),
             ("rss_growth", rssGrowthBytes.map { "\($0)" }),
+            // items x threads : ns per operation, comma-separated
+            ("churn", churn.map { points in
+                points.map { "\($0.items)x\($0.threads):\($0.nanosecondsPerOperation)" }.joined(separator: ",")
+            }),
         ]
         fields += [("messages", "\(messages)"), ("allocs", "\(allocationsPerMessage)"),
                    ("bytes", "\(bytesPerMessage)"), ("peak_rss", "\(peakRSSBytes)")]
@@ -91,6 +111,14 @@ struct CaseResult: Sendable {
         sameCPUShare = values["same_cpu"].flatMap { Double($0) }
         messagesPerSecond = values["msgs_per_s"].flatMap { Double($0) }
         rssGrowthBytes = values["rss_growth"].flatMap { Int64($0) }
+        churn = values["churn"].map { text in
+            text.split(separator: ",").compactMap { point in
+                let parts = point.split(whereSeparator: { $0 == "x" || $0 == ":" })
+                guard parts.count == 3, let items = Int(parts[0]), let threads = Int(parts[1]),
+                      let nanoseconds = Double(parts[2]) else { return nil }
+                return ChurnPoint(items: items, threads: threads, nanosecondsPerOperation: nanoseconds)
+            }
+        }
         self.messages = messages
         allocationsPerMessage = allocations
         bytesPerMessage = bytes

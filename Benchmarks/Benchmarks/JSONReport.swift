@@ -5,8 +5,8 @@ import Foundation
 /// `{"machine": {…}, "quick": Bool, "results": [{"workload", "peer", "regime",
 /// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c", "baseline",
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
-/// "peak_rss_bytes", "rss_growth_bytes"}], "references": [same shape], "bars": [{"bar", "met",
-/// "detail"}]}`. `references` holds the rows of reference peers (the "Swift Data ring"), kept
+/// "peak_rss_bytes", "rss_growth_bytes"}], "references": [same shape], "churn": [{"regime",
+/// "items", "threads", "ns_per_op"}], "bars": [{"bar", "met", "detail"}]}`. `references` holds the rows of reference peers (the "Swift Data ring"), kept
 /// out of `results` so that `results` names only the peers the benchmark compares.
 /// A latency row has null msgs_per_s; a throughput row null percentiles. `ratio_to_c` is
 /// relative to the peer named by `baseline` (the workload's C baseline).
@@ -33,6 +33,12 @@ enum JSONReport {
         }
         let results = report.results.filter { !$0.benchmarkCase.peer.isReference }.map(row)
         let references = report.results.filter { $0.benchmarkCase.peer.isReference }.map(row)
+        let churn = report.results.flatMap { result in
+            (result.churn ?? []).map { point in
+                object([("regime", string(result.benchmarkCase.regime.rawValue)), ("items", "\(point.items)"),
+                        ("threads", "\(point.threads)"), ("ns_per_op", number(point.nanosecondsPerOperation))])
+            }
+        }
         let barObjects = bars.map { bar in
             object([("bar", string(bar.name)), ("met", bar.met.map { "\($0)" } ?? "null"),
                     ("detail", string(bar.detail))])
@@ -41,6 +47,7 @@ enum JSONReport {
             ("machine", machine), ("quick", "\(report.quick)"),
             ("results", "[\n    " + results.joined(separator: ",\n    ") + "\n  ]"),
             ("references", "[\n    " + references.joined(separator: ",\n    ") + "\n  ]"),
+            ("churn", "[\n    " + churn.joined(separator: ",\n    ") + "\n  ]"),
             ("bars", "[\n    " + barObjects.joined(separator: ",\n    ") + "\n  ]"),
         ], top: true) + "\n"
     }

@@ -47,6 +47,22 @@ extension LatencyMeasurement {
     }
 }
 
+/// One point of the churn workload: `items` added then removed by `threads` threads.
+struct ChurnPoint: Sendable, Equatable {
+    var items: Int
+    var threads: Int
+    /// Wall time per add or remove (the median window's).
+    var nanosecondsPerOperation: Double
+}
+
+/// What the churn workload hands back: every point, and the counters of all its windows.
+struct ChurnMeasurement {
+    var points: [ChurnPoint]
+    /// Adds and removes in all windows.
+    var operations: Int
+    var allocations: AllocationWindow
+}
+
 /// What a throughput peer hands back.
 struct StreamMeasurement {
     var messages: Int

@@ -7,16 +7,19 @@ import CBenchmarkPeers
 struct Plans: Sendable {
     var latency: LatencyPlan
     var stream: StreamPlan
+    var churn: ChurnPlan
 
     init(options: Options) {
         if options.quick {
             latency = LatencyPlan(warmup: 500, capacity: 50_000, budget: .milliseconds(120))
             stream = StreamPlan(warmup: 5_000, maxMessages: options.streamMessages ?? 300_000,
                                 budget: .milliseconds(300))
+            churn = ChurnPlan(minimumWindows: 1, budget: .zero)
         } else {
             latency = LatencyPlan(warmup: 2_000, capacity: 200_000, budget: .milliseconds(1_000))
             stream = StreamPlan(warmup: 50_000, maxMessages: options.streamMessages ?? 10_000_000,
                                 budget: .seconds(3))
+            churn = ChurnPlan(minimumWindows: 3, budget: .milliseconds(200))
         }
         stream.warmup = min(stream.warmup, stream.maxMessages / 10)
     }
@@ -70,6 +73,19 @@ struct LatencyPlan: Sendable {
     var budget: Duration
 
     var budgetNanoseconds: UInt64 { budget.nanoseconds }
+}
+
+/// The churn workload: every size with every thread count; each point runs timed windows
+/// until it has `minimumWindows` and `budget` has passed, and reports the median window. A
+/// window repeats the add-then-remove of all items until it holds `operationsPerWindow`
+/// operations, the same at every size, so that starting the threads weighs the same on
+/// every point.
+struct ChurnPlan: Sendable {
+    var sizes = [1_000, 10_000, 100_000]
+    var threadCounts = [1, 8]
+    var operationsPerWindow = 200_000
+    var minimumWindows: Int
+    var budget: Duration
 }
 
 /// A throughput stream: `warmup` messages before the clock starts, then until

@@ -31,7 +31,7 @@ enum Table {
         lines.append("""
             pingpong: round trip, 8-byte payload; perform: one-way wake-up latency; \
             throughput: 64-byte payloads, queue bound 1024; xprocess: round trip, 8-byte payload, \
-            between two processes.
+            between two processes; churn: adding then removing items of one mode (its own table below).
             actorhop: `await` round trip, 8-byte payload, from a task on the cooperative pool to an \
             actor on a resident thread's executor (RunLoopKit), on a NIO event loop's executor \
             (SwiftNIO), or on the pool (default actor, which runs in place: no thread hand-off). \
@@ -57,7 +57,36 @@ enum Table {
             previousGroup = group
             lines.append(row(columns.map { $0.value(report, result) }))
         }
+        lines += churnLines(report)
         return lines.joined(separator: "\n")
+    }
+
+    /// The churn points, one line per size, a column per thread count.
+    private static func churnLines(_ report: Report) -> [String] {
+        let rows = report.results.filter { $0.churn != nil }
+        guard let first = rows.first?.churn else { return [] }
+        let threadCounts = Array(Set(first.map(\.threads))).sorted()
+        func cells(_ values: [String]) -> String {
+            values.enumerated().map { index, value in
+                let width = index == 0 ? 10 : 12
+                let padding = String(repeating: " ", count: max(width - value.count, 0))
+                return index == 0 ? value + padding : padding + value
+            }.joined(separator: "  ")
+        }
+        var lines = ["", """
+            churn: ns per add or remove, median window; N items of one mode (Source0s, far-future \
+            timers, one MessagePort in eight) added then removed in random order, the loop not running.
+            """]
+        lines.append(cells(["regime", "items"] + threadCounts.map { $0 == 1 ? "1 thread" : "\($0) threads" }))
+        for result in rows {
+            for items in Array(Set(result.churn!.map(\.items))).sorted() {
+                let values = threadCounts.map { threads in
+                    result.churn(items: items, threads: threads).map { String(format: "%.0f", $0.nanosecondsPerOperation) } ?? "—"
+                }
+                lines.append(cells([result.benchmarkCase.regime.rawValue, "\(items)"] + values))
+            }
+        }
+        return lines
     }
 
     private static func row(_ cells: [String]) -> String {

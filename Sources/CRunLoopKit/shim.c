@@ -28,7 +28,8 @@ int crlk_epoll_wait_ns(int epfd, struct epoll_event *events, int maxevents, int6
     }
     int timeout_ms = -1;
     if (timeout_ns >= 0) {
-        int64_t ms = (timeout_ns + 999999) / 1000000;
+        /* Rounded up without adding first: timeout_ns may be INT64_MAX (a distant deadline). */
+        int64_t ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
         timeout_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
     }
     return epoll_wait(epfd, events, maxevents, timeout_ms);

@@ -3,7 +3,12 @@
 /// loop at most and never closes the descriptor.
 ///
 /// Error and hang-up conditions are reported as both readable and writable, so the handler's
-/// next read or write sees the error.
+/// next read or write sees the error. A descriptor epoll cannot watch (a regular file,
+/// /dev/null) is reported ready at once, for the events the source asks for, in every pass
+/// while the source is scheduled — as poll(2) reports it — and the loop polls instead of
+/// sleeping meanwhile. Several sources may watch one descriptor, in one mode or several;
+/// each event goes to every source whose events it matches, in ascending `order`. Adding a
+/// source over a closed descriptor is a precondition failure.
 public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringConvertible {
     /// The readiness a source waits for and reports.
     public struct Events: OptionSet, Sendable, Hashable {
@@ -19,12 +24,12 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     public let fileDescriptor: Int32
     let events: Events
     let order: Int
-    let token = Source1Token.next()
     private let handler: @Sendable (FileDescriptorSource, Events) -> Void
     let membership = LoopMembership()
 
     /// Watches `fileDescriptor` for `events`. Sources of one mode ready in the same pass are
-    /// handled in readiness order. Any thread; no system call until added to a loop.
+    /// handled in readiness order (sources of one descriptor in ascending `order`). Any
+    /// thread; no system call until added to a loop.
     public init(fileDescriptor: Int32, events: Events, order: Int = 0,
                 handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
         precondition(fileDescriptor >= 0, "FileDescriptorSource needs an open descriptor (got \(fileDescriptor))")
@@ -50,19 +55,10 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
 
     // MARK: - Loop side
 
-    var interest: Epoll.Interest {
-        var interest: Epoll.Interest = []
-        if events.contains(.readable) { interest.insert(.readable) }
-        if events.contains(.writable) { interest.insert(.writable) }
-        return interest
-    }
-
     static var itemKind: WritableKeyPath<ItemSet, [FileDescriptorSource]> { \.fileDescriptorSources }
     var sortOrder: Int? { order }
-    var source1Registrations: [Source1Registration] {
-        [Source1Registration(token: token, descriptor: FileDescriptor(rawValue: fileDescriptor),
-                             interest: interest, source: .fileDescriptor(self))]
-    }
+    func registerDescriptors(in modeState: ModeState) { modeState.watch(self) }
+    func unregisterDescriptors(from modeState: ModeState) { modeState.unwatch(self) }
 
     /// Calls the handler with the subset of `ready` the source asked for; false if nothing ran.
     func handle(_ ready: Events) -> Bool {

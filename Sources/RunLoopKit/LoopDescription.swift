@@ -11,12 +11,12 @@ struct LoopDescription {
         lines.append("  common modes = [\(state.commonModes.map(\.rawValue).sorted().joined(separator: ", "))]")
         lines.append("  pending blocks = \(state.blocks.count)")
         lines.append("  common mode items = {")
-        lines += describe(state.commonItems, indent: "    ")
+        lines += describe(state.commonItems.inServiceOrder, indent: "    ")
         lines.append("  }")
         lines.append("  modes = {")
         for (mode, modeState) in state.modes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             lines.append("    \(mode.rawValue)\(state.commonModes.contains(mode) ? " (common)" : "") = {")
-            lines += describe(modeState.items, indent: "      ")
+            lines += describe(modeState.items.inServiceOrder, indent: "      ")
             lines.append("    }")
         }
         lines.append("  }")

@@ -16,8 +16,14 @@ final class ModeState {
     @exclusivity(unchecked) private var snapshot: ItemSnapshot?
     // Guarded by the loop's state lock (see the type's comment).
     @exclusivity(unchecked) var items = ItemSet()
-    /// The registered Source1 descriptors, in registration order (copied into snapshots).
-    @exclusivity(unchecked) private var source1List: [(token: UInt64, source: Source1)] = []
+    /// What each token registered in `epoll` stands for (copied into snapshots).
+    @exclusivity(unchecked) private var source1ByToken: [UInt64: Source1] = [:]
+    /// How many of those only a poll of the epoll set finds ready (all but port doorbells).
+    @exclusivity(unchecked) private var kernelOnlySources1 = 0
+    /// The fd sources of the mode by descriptor: one epoll registration per descriptor.
+    @exclusivity(unchecked) private var watches: [Int32: DescriptorWatch] = [:]
+    /// How many of `watches` epoll refused (always ready).
+    @exclusivity(unchecked) private var unpollableWatches = 0
 
     init(mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) {
         self.mode = mode
@@ -29,17 +35,18 @@ final class ModeState {
         }
     }
 
-    /// Inserts `item`; registers its kernel readiness when it is a Source1. False if already present.
+    /// Inserts `item`; registers its kernel readiness when it is a Source1. False if already
+    /// present. O(1) amortised, plus an epoll_ctl for a Source1.
     func insert<T: RunLoopItem>(_ item: T) -> Bool {
         guard items.insert(item) else { return false }
-        for registration in item.source1Registrations { register(registration) }
+        item.registerDescriptors(in: self)
         generation.add(1, ordering: .releasing)
         return true
     }
 
     func remove<T: RunLoopItem>(_ item: T) -> Bool {
         guard items.remove(item) else { return false }
-        for registration in item.source1Registrations { unregister(registration) }
+        item.unregisterDescriptors(from: self)
         generation.add(1, ordering: .releasing)
         return true
     }
@@ -50,7 +57,9 @@ final class ModeState {
         let current = generation.load(ordering: .acquiring)
         if let snapshot, snapshot.generation == current { return snapshot }
         let fresh = lock.withLock { _ in
-            ItemSnapshot(items: items, source1: source1List, generation: generation.load(ordering: .relaxed))
+            items.putInOrder()
+            return ItemSnapshot(items: items, source1: source1ByToken, kernelOnlySources1: kernelOnlySources1 > 0,
+                                alwaysReady: alwaysReadySources(), generation: generation.load(ordering: .relaxed))
         }
         snapshot = fresh
         return fresh
@@ -67,11 +76,12 @@ final class ModeState {
         snapshot = nil
     }
 
-    /// Adds one descriptor of a Source1 (also used when a port gains a connection after it was
-    /// scheduled). Registering a descriptor twice is a no-op.
+    /// Adds one descriptor of a port (also used when a port gains a connection after it was
+    /// scheduled). Registering a descriptor twice is a no-op. O(1) plus one epoll_ctl.
     func register(_ registration: Source1Registration) {
-        guard !source1List.contains(where: { $0.token == registration.token }) else { return }
-        source1List.append((registration.token, registration.source))
+        guard source1ByToken[registration.token] == nil else { return }
+        source1ByToken[registration.token] = registration.source
+        if case .portDoorbell = registration.source {} else { kernelOnlySources1 += 1 }
         generation.add(1, ordering: .releasing)
         do {
             try epoll.add(registration.descriptor, interest: registration.interest, token: registration.token)
@@ -80,12 +90,101 @@ final class ModeState {
         }
     }
 
-    /// Removes one descriptor of a Source1; unregistering one that is not registered is a no-op.
+    /// Removes one descriptor of a port; unregistering one that is not registered is a no-op.
     func unregister(_ registration: Source1Registration) {
-        guard let index = source1List.firstIndex(where: { $0.token == registration.token }) else { return }
-        source1List.remove(at: index)
+        guard let source = source1ByToken.removeValue(forKey: registration.token) else { return }
+        if case .portDoorbell = source {} else { kernelOnlySources1 -= 1 }
         generation.add(1, ordering: .releasing)
         epoll.remove(registration.descriptor)
+    }
+
+    // MARK: - fd sources
+
+    /// Adds `source` to the sources of its descriptor: the first one registers the descriptor
+    /// (or finds that epoll refuses it), later ones widen the registration's interest.
+    func watch(_ source: FileDescriptorSource) {
+        let fd = source.fileDescriptor
+        if watches[fd] == nil { watches[fd] = DescriptorWatch(token: Source1Token.next()) }
+        let interestBefore = watches[fd]!.interest
+        let first = watches[fd]!.sources.isEmpty
+        watches[fd]!.insert(source)
+        let watch = watches[fd]!
+        if first {
+            if register(fd, interest: watch.interest, token: watch.token) {
+                kernelOnlySources1 += 1
+            } else {
+                watches[fd]!.pollable = false
+                unpollableWatches += 1
+            }
+        } else if watch.pollable && watch.interest != interestBefore {
+            changeInterest(of: fd, to: watch)
+        }
+        if watches[fd]!.pollable { source1ByToken[watch.token] = .fileDescriptors(watch.sources) }
+        generation.add(1, ordering: .releasing)
+    }
+
+    /// Takes `source` from its descriptor's sources; the last one unregisters the descriptor.
+    func unwatch(_ source: FileDescriptorSource) {
+        let fd = source.fileDescriptor
+        guard watches[fd]?.remove(source) == true, let watch = watches[fd] else { return }
+        if watch.sources.isEmpty {
+            watches[fd] = nil
+            if watch.pollable {
+                source1ByToken[watch.token] = nil
+                kernelOnlySources1 -= 1
+                epoll.remove(FileDescriptor(rawValue: fd))
+            } else {
+                unpollableWatches -= 1
+            }
+        } else if watch.pollable {
+            // Narrowing the interest of a descriptor the caller already closed fails harmlessly:
+            // removal never traps.
+            try? epoll.modify(FileDescriptor(rawValue: fd), interest: watch.interest, token: watch.token)
+            source1ByToken[watch.token] = .fileDescriptors(watch.sources)
+        }
+        generation.add(1, ordering: .releasing)
+    }
+
+    /// EPOLL_CTL_ADD for an fd source's descriptor; false when epoll refuses the file (EPERM).
+    private func register(_ fd: Int32, interest: Epoll.Interest, token: UInt64) -> Bool {
+        do {
+            try epoll.add(FileDescriptor(rawValue: fd), interest: interest, token: token)
+            return true
+        } catch .notPermitted {
+            return false
+        } catch {
+            descriptorFailure(fd, error)
+        }
+    }
+
+    /// EPOLL_CTL_MOD after the sources of `fd` changed. ENOENT means the descriptor was closed
+    /// and its number reused by a new file while watched; the new file is registered afresh.
+    private func changeInterest(of fd: Int32, to watch: DescriptorWatch) {
+        do {
+            try epoll.modify(FileDescriptor(rawValue: fd), interest: watch.interest, token: watch.token)
+        } catch .noEntry {
+            if !register(fd, interest: watch.interest, token: watch.token) {
+                descriptorFailure(fd, .notPermitted)
+            }
+        } catch {
+            descriptorFailure(fd, error)
+        }
+    }
+
+    private func descriptorFailure(_ fd: Int32, _ error: Errno) -> Never {
+        if error == .badDescriptor {
+            preconditionFailure("""
+                RunLoopKit: FileDescriptorSource over fd \(fd) added to mode \(mode): closed descriptor \
+                (EBADF). Close a descriptor only after invalidating or removing its sources.
+                """)
+        }
+        preconditionFailure("RunLoopKit: cannot watch fd \(fd) in mode \(mode): \(error)")
+    }
+
+    /// The sources of descriptors epoll refused, which are ready in every pass.
+    private func alwaysReadySources() -> [FileDescriptorSource] {
+        guard unpollableWatches > 0 else { return [] }
+        return watches.values.filter { !$0.pollable }.sorted { $0.token < $1.token }.flatMap(\.sources)
     }
 }
 
@@ -95,11 +194,14 @@ final class ItemSnapshot: Sendable {
     let timers: [RunLoopTimer]
     let observers: [RunLoopObserver]
     let ports: [MessagePort]
+    /// fd sources over descriptors epoll refuses: ready in every pass, for the events they ask for.
+    let alwaysReadySources: [FileDescriptorSource]
     /// What the lists above hold, as plain values: a pass tests these, and touches a list (a
     /// retain and release each) only when it has something for the pass to do.
     let observedActivities: ThreadRunLoop.Activity
     let hasSources: Bool
     let hasTimers: Bool
+    let hasAlwaysReadySources: Bool
     /// Whether a Source1 of the mode can be ready without the loop knowing it in memory (an fd
     /// source, a send right's connection, a proxy), so that only a poll of the epoll set finds it.
     let hasKernelOnlySources1: Bool
@@ -109,21 +211,23 @@ final class ItemSnapshot: Sendable {
     private let source1ByToken: [UInt64: Source1]
     let generation: UInt64
 
-    init(items: ItemSet, source1: [(token: UInt64, source: Source1)], generation: UInt64) {
+    init(items: ItemSet, source1: [UInt64: Source1], kernelOnlySources1: Bool,
+         alwaysReady: [FileDescriptorSource], generation: UInt64) {
         sources = items.sources
         timers = items.timers
         observers = items.observers
         ports = items.ports
+        alwaysReadySources = alwaysReady
         observedActivities = items.observers.reduce(into: []) { $0.formUnion($1.activities) }
         hasSources = !items.sources.isEmpty
         hasTimers = !items.timers.isEmpty
-        hasKernelOnlySources1 = source1.contains { entry in
-            if case .portDoorbell = entry.source { false } else { true }
-        }
+        hasAlwaysReadySources = !alwaysReady.isEmpty
+        hasKernelOnlySources1 = kernelOnlySources1
         keepsModeAlive = items.keepsModeAlive
-        source1List = source1
         // With the few Source1s a mode usually has, a linear scan beats hashing.
-        source1ByToken = source1.count > 16 ? Dictionary(source1, uniquingKeysWith: { first, _ in first }) : [:]
+        let few = source1.count <= 16
+        source1List = few ? source1.map { (token: $0.key, source: $0.value) } : []
+        source1ByToken = few ? [:] : source1
         self.generation = generation
     }
 

@@ -13,8 +13,13 @@ protocol RunLoopItem: AnyObject, Sendable {
     func attach(to loop: ThreadRunLoop) -> Bool
     /// The item is no longer in any mode of `loop`.
     func detach(from loop: ThreadRunLoop)
-    /// Port and fd sources: the descriptors this item contributes to a mode's epoll set.
+    /// Ports: the descriptors this item contributes to a mode's epoll set.
     var source1Registrations: [Source1Registration] { get }
+    /// Called under the loop's lock once the item entered `modeState`: registers its
+    /// descriptors in the mode's epoll set (by default its `source1Registrations`).
+    func registerDescriptors(in modeState: ModeState)
+    /// Called under the loop's lock once the item left `modeState`.
+    func unregisterDescriptors(from modeState: ModeState)
     /// Called outside the loop's lock, after the item entered `mode` (Source0's schedule callout).
     func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode)
     /// Called outside the loop's lock, after the item left `mode` (Source0's cancel callout).
@@ -24,6 +29,12 @@ protocol RunLoopItem: AnyObject, Sendable {
 extension RunLoopItem {
     var sortOrder: Int? { nil }
     var source1Registrations: [Source1Registration] { [] }
+    func registerDescriptors(in modeState: ModeState) {
+        for registration in source1Registrations { modeState.register(registration) }
+    }
+    func unregisterDescriptors(from modeState: ModeState) {
+        for registration in source1Registrations { modeState.unregister(registration) }
+    }
     func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {}
     func didCancel(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {}
 }
@@ -36,7 +47,8 @@ enum Source1: Sendable {
     case portConnection(MessagePort, PortConnections, SeqPacketSocket)
     /// A proxy's socket: watched for the owner hanging up.
     case proxy(MessagePort)
-    case fileDescriptor(FileDescriptorSource)
+    /// One descriptor watched by the mode's fd sources, in the order they are serviced.
+    case fileDescriptors([FileDescriptorSource])
 }
 
 /// One descriptor an item registers in each mode's epoll set that holds it.
@@ -58,44 +70,6 @@ import Synchronization
 private final class TokenCounter: Sendable {
     private let value = Atomic<UInt64>(0)
     func next() -> UInt64 { value.add(1, ordering: .relaxed).newValue }
-}
-
-/// The items of one mode (or of the common pseudo-mode), each kind in the order the loop
-/// services it: Source0s and observers sorted by `order` (stable), the rest in insertion order.
-struct ItemSet {
-    var sources: [RunLoopSource] = []
-    var timers: [RunLoopTimer] = []
-    var observers: [RunLoopObserver] = []
-    var ports: [MessagePort] = []
-    var fileDescriptorSources: [FileDescriptorSource] = []
-
-    /// Whether a run in this mode has something to wait for (observers do not count).
-    var keepsModeAlive: Bool {
-        !sources.isEmpty || !timers.isEmpty || !ports.isEmpty || !fileDescriptorSources.isEmpty
-    }
-
-    mutating func insert<T: RunLoopItem>(_ item: T) -> Bool {
-        let kind = T.itemKind
-        guard !self[keyPath: kind].contains(where: { $0 === item }) else { return false }
-        if let order = item.sortOrder {
-            let index = self[keyPath: kind].firstIndex { ($0.sortOrder ?? 0) > order } ?? self[keyPath: kind].endIndex
-            self[keyPath: kind].insert(item, at: index)
-        } else {
-            self[keyPath: kind].append(item)
-        }
-        return true
-    }
-
-    mutating func remove<T: RunLoopItem>(_ item: T) -> Bool {
-        guard let index = self[keyPath: T.itemKind].firstIndex(where: { $0 === item }) else { return false }
-        self[keyPath: T.itemKind].remove(at: index)
-        return true
-    }
-
-    func contains(_ item: AnyObject) -> Bool {
-        sources.contains { $0 === item } || timers.contains { $0 === item } || observers.contains { $0 === item }
-            || ports.contains { $0 === item } || fileDescriptorSources.contains { $0 === item }
-    }
 }
 
 /// An item that belongs to one loop at most (timers, observers, fd sources; ports add their own

@@ -8,7 +8,11 @@ import Synchronization
 /// wake-up with other timers. A timer belongs to one loop at most (in any number of its modes).
 public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertible {
     private struct State {
-        var fireDate: ContinuousClock.Instant
+        var fireDate: ContinuousClock.Instant {
+            didSet { fireInstant = LoopInstant(fireDate) }
+        }
+        /// `fireDate` converted (saturating) once per write, not on every pass that sleeps.
+        var fireInstant: LoopInstant
         var tolerance: Duration
         var firing = false
         /// Bumped by every `fireDate` write, so a handler that reschedules its own timer wins
@@ -29,7 +33,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
         precondition(interval >= .zero, "RunLoopTimer interval must not be negative (got \(interval))")
         self.interval = interval
         self.handler = handler
-        state = Locked(State(fireDate: fireAt, tolerance: max(tolerance, .zero)))
+        state = Locked(State(fireDate: fireAt, fireInstant: LoopInstant(fireAt), tolerance: max(tolerance, .zero)))
     }
 
     /// A timer first firing `interval` from now; repeating every `interval` when `repeats`. Any thread.
@@ -70,17 +74,23 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
     public var isValid: Bool { membership.isValid }
 
     public var description: String {
-        let (date, tolerance) = state.withLock { ($0.fireDate, $0.tolerance) }
-        return "RunLoopTimer(fires in: \(ContinuousClock.now.duration(to: date)), interval: \(interval), tolerance: \(tolerance), valid: \(isValid))"
+        let (date, tolerance) = state.withLock { ($0.fireInstant, $0.tolerance) }
+        let firesIn = Duration.nanoseconds(LoopInstant.now.nanoseconds(to: date))
+        return "RunLoopTimer(fires in: \(firesIn), interval: \(interval), tolerance: \(tolerance), valid: \(isValid))"
     }
 
     // MARK: - Loop side
 
-    /// The latest time the loop may wake for this timer (fire date + tolerance), nil when it
-    /// cannot fire (invalid, or firing further up the stack of a nested run).
-    var wakeDate: ContinuousClock.Instant? {
+    /// The latest time the loop may wake for this timer: `now` when it is already due (its
+    /// tolerance is for coalescing future wake-ups, not for delaying a timer that is already
+    /// late), else fire date + tolerance, saturating. Nil when it cannot fire (invalid, or
+    /// firing further up the stack of a nested run). Loop thread; a lock.
+    func wakeInstant(now: LoopInstant) -> LoopInstant? {
         guard isValid else { return nil }
-        return state.withLock { $0.firing ? nil : $0.fireDate.advanced(by: $0.tolerance) }
+        return state.withLock { state in
+            if state.firing { return nil }
+            return state.fireInstant <= now ? now : state.fireInstant.advanced(by: state.tolerance)
+        }
     }
 
     func isDue(at now: ContinuousClock.Instant) -> Bool {
@@ -89,10 +99,10 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
 
     /// Runs the handler, then invalidates a one-shot timer or advances a repeating one on its grid.
     func fire(now: ContinuousClock.Instant) {
-        let claimed: (ContinuousClock.Instant, UInt64)? = state.withLock { state in
+        let claimed: (LoopInstant, UInt64)? = state.withLock { state in
             guard !state.firing, state.fireDate <= now else { return nil }
             state.firing = true
-            return (state.fireDate, state.generation)
+            return (state.fireInstant, state.generation)
         }
         guard let (firedDate, generation) = claimed, isValid else {
             if claimed != nil { state.withLock { $0.firing = false } }
@@ -103,30 +113,23 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
         state.withLock { state in
             state.firing = false
             guard !oneShot, state.generation == generation else { return }
-            state.fireDate = Self.nextGridDate(after: firedDate, interval: interval, now: .now)
+            state.fireDate = Self.nextGridDate(after: firedDate, interval: interval, now: .now).instant
         }
         if oneShot { invalidate() }
     }
 
-    /// The first date `start + k·interval` (k ≥ 1) that is after `now`.
-    static func nextGridDate(after start: ContinuousClock.Instant, interval: Duration,
-                             now: ContinuousClock.Instant) -> ContinuousClock.Instant {
-        let next = start.advanced(by: interval)
+    /// The first date `start + k·interval` (k ≥ 1) that is after `now`, in saturating
+    /// nanoseconds. An interval under a nanosecond steps by one. When `start` lies beyond the
+    /// saturation bound (centuries ago) the grid cannot be computed and the next date is
+    /// `now + interval`, as for a timer that was just added.
+    static func nextGridDate(after start: LoopInstant, interval: Duration, now: LoopInstant) -> LoopInstant {
+        let step = max(interval.nanoseconds, 1)
+        let next = start.advanced(byNanoseconds: step)
         guard next <= now else { return next }
-        let behind = next.duration(to: now)
-        let skipped = behind.nanoseconds / interval.nanoseconds + 1
-        return next.advanced(by: interval * skipped)
+        let skipped = (next.nanoseconds(to: now) / step).saturatingAdding(1)
+        let onGrid = next.advanced(byNanoseconds: step.saturatingMultiplied(by: skipped))
+        return onGrid > now ? onGrid : now.advanced(byNanoseconds: step)
     }
 
     static var itemKind: WritableKeyPath<ItemSet, [RunLoopTimer]> { \.timers }
-}
-
-extension Duration {
-    /// Whole nanoseconds (saturating at Int64 bounds).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (ns, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return ns.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
-    }
 }

@@ -52,6 +52,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// it there too). Loop thread only.
     private let drainingMainQueue = LoopThreadOnly(false)
     private let executorSlot = InitializedOnce<LoopExecutor>()
+    /// Set by every invocation that found its mode alive, so that `run(mode:before:)` tells a
+    /// mode empty at the call (false) from one its run emptied (true, DESIGN §3.4); nested
+    /// invocations only ever set it. Loop thread only.
+    private let invocationStarted = LoopThreadOnly<Bool>(false)
 
     init(owner: ThreadID) {
         self.owner = owner
@@ -93,8 +97,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         let scheduled: [(any RunLoopItem)] = state.withLock { state in
             guard state.commonModes.insert(mode).inserted else { return [] }
             let modeState = state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
-            let common = state.commonItems
-            return common.allItems.filter { modeState.insert($0) }
+            // In service order, so that ties in the new mode keep the order they had in `.common`.
+            state.commonItems.putInOrder()
+            return state.commonItems.allItems.filter { modeState.insert($0) }
         }
         for item in scheduled { item.didSchedule(in: self, mode: mode) }
         if !scheduled.isEmpty { wakeUp() }
@@ -168,10 +173,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// Runs `mode` until one source is handled or `deadline` passes; returns false only when
-    /// the mode was empty. Only on the loop's own thread.
+    /// the mode was empty when called — a run that empties the mode itself (its last one-shot
+    /// timer fired) returns true. Only on the loop's own thread.
     @discardableResult
     public func run(mode: Mode, before deadline: ContinuousClock.Instant) -> Bool {
-        runInvocation(mode: mode, deadline: deadline, returnAfterSourceHandled: true) != .finished
+        invocationStarted.value = false
+        return runInvocation(mode: mode, deadline: deadline, returnAfterSourceHandled: true) != .finished
+            || invocationStarted.value
     }
 
     /// Runs `mode` for at most `timeout` (CFRunLoopRunInMode). Only on the loop's own thread.
@@ -216,6 +224,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         guard let (modeState, servesMainQueue) = entered else { return .finished }
         lastModeState.value = modeState
+        invocationStarted.value = true
         if servesMainQueue { watchMainQueue(in: modeState) }
         let invocation = Invocation(deadline: deadline.map(LoopInstant.init),
                                     returnAfterSourceHandled: returnAfterSourceHandled,
@@ -266,20 +275,26 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // fd readiness (fd sources, send-right connections, proxies, the main dispatch queue)
         // costs a zero-timeout poll, done once per invocation and after any pass that ran sources
         // (which must not sleep anyway), and only when the mode holds such a Source1.
+        // Descriptors epoll refuses are always ready, so while the mode holds one the loop
+        // polls in every pass instead of sleeping (as a poll(2) loop would).
         scratch.ready.removeAll()
         for index in items.ports.indices where items.ports[index].hasDeliverableMessages {
             scratch.ready.append(.port(items.ports[index]))
         }
         if scratch.ready.isEmpty {
-            if (handled || firstPass || wakeUpOrStopPending) && (items.hasKernelOnlySources1 || invocation.servesMainQueue) {
+            if (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources)
+                && (items.hasKernelOnlySources1 || invocation.servesMainQueue) {
                 _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
-            if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending {
+            if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending && !items.hasAlwaysReadySources {
                 notify(.beforeWaiting, items)
                 sleep(modeState, items, deadline: invocation.deadline, into: scratch)
                 notify(.afterWaiting, items)
             }
+        }
+        if items.hasAlwaysReadySources {
+            for source in items.alwaysReadySources { scratch.ready.append(.fileDescriptor(source, source.events)) }
         }
 
         if items.hasTimers { fireDueTimers(items.timers) }
@@ -308,7 +323,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     // MARK: - Pass steps
 
     private func observers(of modeState: ModeState) -> [RunLoopObserver] {
-        state.withLock { _ in modeState.items.observers }
+        modeState.currentItems(lock: state).observers
     }
 
     @inline(__always)
@@ -433,8 +448,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                        into scratch: PassScratch) {
         var wakeAt = deadline
         if items.hasTimers {
+            let now = LoopInstant.now
             for timer in items.timers {
-                if let date = timer.wakeDate.map(LoopInstant.init), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
+                if let date = timer.wakeInstant(now: now), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
             }
         }
         waiting.store(true, ordering: .releasing)
@@ -486,11 +502,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 scratch.ready.append(.port(port))
             case .proxy(let port)?:
                 if event.hungUp { scratch.ready.append(.proxyHungUp(port)) }
-            case .fileDescriptor(let source)?:
+            case .fileDescriptors(let sources)?:
                 var events: FileDescriptorSource.Events = []
                 if event.readable || event.failed { events.insert(.readable) }
                 if event.writable || event.failed { events.insert(.writable) }
-                scratch.ready.append(.fileDescriptor(source, events))
+                for source in sources where !source.events.isDisjoint(with: events) {
+                    scratch.ready.append(.fileDescriptor(source, events))
+                }
             case nil:
                 break
             }

@@ -96,9 +96,9 @@ public struct SystemdNotifier: Sendable {
         String(text.map { $0.isNewline ? " " : $0 })
     }
 
+    /// Whole microseconds, zero for a negative duration and saturating at UInt64.max (the
+    /// seconds of `components` times a million would overflow, and trap, for a huge extension).
     static func microseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0, attoseconds >= 0 else { return 0 }
-        return UInt64(seconds) * 1_000_000 + UInt64(attoseconds / 1_000_000_000_000)
+        UInt64(clamping: duration.attoseconds / 1_000_000_000_000)
     }
 }

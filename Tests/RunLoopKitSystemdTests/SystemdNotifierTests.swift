@@ -16,6 +16,7 @@ struct SystemdNotifierTests {
         #expect(SystemdNotifier.join("READY=1", status: "up\nnow") == "READY=1\nSTATUS=up now")
         #expect(SystemdNotifier.microseconds(.milliseconds(1500)) == 1_500_000)
         #expect(SystemdNotifier.microseconds(.seconds(-1)) == 0)
+        #expect(SystemdNotifier.microseconds(.seconds(Int64.max)) == .max)
     }
 
     @Test("outside systemd every notification is a no-op that reports false",

@@ -24,6 +24,7 @@ enum CrashCase: String, CaseIterable, Sendable {
     case isolationCheckedOffThread
     case twoConcurrentConsumers
     case messagesOnProxy
+    case closedDescriptorSource
 
     var expectedMessage: String {
         switch self {
@@ -34,6 +35,7 @@ enum CrashCase: String, CaseIterable, Sendable {
         case .isolationCheckedOffThread: "\"crash-iso\" (its LoopExecutor)"
         case .twoConcurrentConsumers: "one consumer at a time"
         case .messagesOnProxy: "called on a proxy"
+        case .closedDescriptorSource: "closed descriptor"
         }
     }
 }
@@ -101,6 +103,10 @@ struct PreconditionCrashEntry {
                 return true
             }
             release2.set()
+        case .closedDescriptorSource:
+            let fd = makeEventFD()
+            close(fd)
+            loop.add(FileDescriptorSource(fileDescriptor: fd, events: .readable) { _, _ in }, forMode: .default)
         }
         release.set()
         // Reaching this point means no precondition failure: exit normally so the parent sees it.
@@ -123,7 +129,7 @@ func runCrashChild(_ which: CrashCase, timeout: Duration = .seconds(120)) -> Chi
 @Suite("§2/§3.16 precondition failures name the mistake", .serialized)
 struct PreconditionFailureTests {
 
-    @Test("§2 running a loop off its thread, §3.16 a port on a second run loop, §3.21 a job after its thread exited and isolation checked off the thread, §3.22 two concurrent consumers and messages() on a proxy: precondition failures naming the mistake",
+    @Test("§2 running a loop off its thread or watching a closed descriptor, §3.16 a port on a second run loop, §3.21 a job after its thread exited and isolation checked off the thread, §3.22 two concurrent consumers and messages() on a proxy: precondition failures naming the mistake",
           arguments: CrashCase.allCases)
     func misuseIsAPreconditionFailureNamingTheMistake(which: CrashCase) throws {
         let outcome = try #require(runCrashChild(which), "could not spawn the child test process")

@@ -28,6 +28,8 @@ enum Catalogue {
             [.cEventfd, .defaultActor, .nio, .runLoopKit]
         case .asyncstream:
             [.cEventfd, .asyncStream, .nio, .runLoopKit, .runLoopKitAsyncSend]
+        case .churn:
+            [.runLoopKit]
         }
     }
 
@@ -41,6 +43,8 @@ enum Catalogue {
             return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
         case .throughput, .asyncstream:
             return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plans.stream(for: benchmarkCase)))
+        case .churn:
+            return CaseResult(benchmarkCase, churn: Churn.measure(plans.churn))
         }
     }
 

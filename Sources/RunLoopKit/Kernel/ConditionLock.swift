@@ -50,9 +50,9 @@ final class ConditionLock: @unchecked Sendable {
             pthread_cond_wait(condition, mutex)
             return true
         }
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        guard remaining > .zero else { return false }
-        var absolute = Self.monotonicTimespec(after: remaining)
+        let remaining = ContinuousClock.now.duration(to: deadline).nanoseconds
+        guard remaining > 0 else { return false }
+        var absolute = Self.monotonicTimespec(afterNanoseconds: remaining)
         return pthread_cond_timedwait(condition, mutex, &absolute) != ETIMEDOUT
     }
 
@@ -61,15 +61,15 @@ final class ConditionLock: @unchecked Sendable {
         pthread_cond_broadcast(condition)
     }
 
-    /// CLOCK_MONOTONIC now + `duration` (ContinuousClock deadlines are converted through a
+    /// CLOCK_MONOTONIC now + `nanoseconds` (ContinuousClock deadlines are converted through a
     /// relative duration; the two clocks differ only across suspend, where a wait ends late,
-    /// never early).
-    private static func monotonicTimespec(after duration: Duration) -> timespec {
+    /// never early). Waits beyond ~68 years are cut to that, which no caller can tell from
+    /// forever, so that the sum cannot overflow `tv_sec`.
+    private static func monotonicTimespec(afterNanoseconds nanoseconds: Int64) -> timespec {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
-        let (seconds, attoseconds) = duration.components
-        var result = timespec(tv_sec: now.tv_sec + Int(min(seconds, Int64(Int32.max))),
-                              tv_nsec: now.tv_nsec + Int(attoseconds / 1_000_000_000))
+        var result = timespec(tv_sec: now.tv_sec + Int(min(nanoseconds / 1_000_000_000, Int64(Int32.max))),
+                              tv_nsec: now.tv_nsec + Int(nanoseconds % 1_000_000_000))
         if result.tv_nsec >= 1_000_000_000 {
             result.tv_sec += 1
             result.tv_nsec -= 1_000_000_000

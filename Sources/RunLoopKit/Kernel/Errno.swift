@@ -16,6 +16,11 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
 
     static let interrupted = Errno(rawValue: EINTR)
     static let wouldBlock = Errno(rawValue: EAGAIN)
+    /// Not an open descriptor.
+    static let badDescriptor = Errno(rawValue: EBADF)
+    /// The operation is not supported on this file (epoll on a regular file or /dev/null).
+    static let notPermitted = Errno(rawValue: EPERM)
+    static let noEntry = Errno(rawValue: ENOENT)
 
     /// True for the errno values that mean "the process or system ran out of something".
     var isResourceExhaustion: Bool {

@@ -83,9 +83,10 @@ struct SeqPacketSocket: Sendable, Hashable {
         while true {
             let timeout: Int32
             if let deadline {
-                let remaining = ContinuousClock.now.duration(to: deadline)
-                guard remaining > .zero else { return false }
-                timeout = Int32(clamping: (remaining.nanoseconds + 999_999) / 1_000_000)
+                let remaining = ContinuousClock.now.duration(to: deadline).nanoseconds
+                guard remaining > 0 else { return false }
+                // Rounded up to whole milliseconds without the `+ 999_999` that overflows near Int64.max.
+                timeout = Int32(clamping: remaining / 1_000_000 + (remaining % 1_000_000 == 0 ? 0 : 1))
             } else {
                 timeout = -1
             }

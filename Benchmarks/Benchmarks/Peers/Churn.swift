@@ -1,0 +1,125 @@
+import CBenchmarkPeers
+import Foundation
+import RunLoopKit
+
+/// The `churn` workload: N items — Source0s, far-future timers and one MessagePort in eight —
+/// added to one mode of a loop, then removed, each in its own random order, by 1 thread or by
+/// 8 threads at once (each with its share). It measures what scheduling and cancelling cost
+/// at scale: a daemon holding 100,000 timers must add and remove the next one as cheaply as
+/// one holding 1,000 (CF keeps a mode's items in hashed sets for that reason).
+///
+/// The loop is the child's main thread's, which does not run during a window, so what is
+/// timed is the add/remove bookkeeping (and each port's epoll_ctl), not passes of the loop.
+/// After every window the main thread runs the mode once and fails unless it is empty.
+/// Main thread only; the worker threads are started per window.
+enum Churn {
+    private static let mode = ThreadRunLoop.Mode("churn")
+
+    static func measure(_ plan: ChurnPlan) -> ChurnMeasurement {
+        let loop = ThreadRunLoop.current
+        let items = ChurnItems(count: plan.sizes.max() ?? 0)
+        var generator = SplitMix64(seed: 18)
+        var points: [ChurnPoint] = []
+        var operations = 0
+        let allocationsBegin = bench_alloc_snapshot()
+        for size in plan.sizes {
+            for threads in plan.threadCounts {
+                let orders = (0..<threads).map { thread in
+                    let share = Array(stride(from: thread, to: size, by: threads))
+                    return (adds: share.shuffled(using: &generator), removes: share.shuffled(using: &generator))
+                }
+                let repetitions = max(1, plan.operationsPerWindow / (2 * size))
+                var samples: [Double] = []
+                let pointStart = ContinuousClock.now
+                while samples.count < plan.minimumWindows || ContinuousClock.now - pointStart < plan.budget {
+                    let elapsed = window(items, orders, repetitions: repetitions, loop: loop)
+                    guard loop.run(mode: mode, for: .zero, returnAfterSourceHandled: false) == .finished else {
+                        fail("churn: items were left in the mode after \(threads) threads removed all \(size)")
+                    }
+                    samples.append(Double(elapsed) / Double(2 * size * repetitions))
+                    operations += 2 * size * repetitions
+                }
+                samples.sort()
+                points.append(ChurnPoint(items: size, threads: threads, nanosecondsPerOperation: samples[samples.count / 2]))
+            }
+        }
+        let allocations = AllocationWindow(begin: allocationsBegin, end: bench_alloc_snapshot())
+        return ChurnMeasurement(points: points, operations: operations, allocations: allocations)
+    }
+
+    /// One timed window: each thread adds its share then removes it, `repetitions` times.
+    /// Returns nanoseconds from releasing the (already started) threads to the last one done.
+    private static func window(_ items: ChurnItems, _ orders: [(adds: [Int], removes: [Int])],
+                               repetitions: Int, loop: ThreadRunLoop) -> UInt64 {
+        let ready = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        for order in orders {
+            done.enter()
+            Thread.detachNewThread {
+                ready.signal()
+                go.wait()
+                for _ in 0..<repetitions {
+                    for index in order.adds { items.add(index, to: loop, mode: mode) }
+                    for index in order.removes { items.remove(index, from: loop, mode: mode) }
+                }
+                done.leave()
+            }
+        }
+        for _ in orders { ready.wait() }
+        let start = bench_now_ns()
+        for _ in orders { go.signal() }
+        done.wait()
+        return bench_now_ns() - start
+    }
+}
+
+/// The items of the churn workload, created once (outside the timed windows) and reused by
+/// every point: item `i` is a MessagePort when `i % 8 == 7` (each holds an eventfd, and the
+/// process has 20,000 descriptors at most on these VMs), else a timer when `i` is odd, else a
+/// Source0 with one of four orders. Read-only once built, so any thread may use it.
+final class ChurnItems: Sendable {
+    private enum Item {
+        case source(RunLoopSource)
+        case timer(RunLoopTimer)
+        case port(MessagePort)
+    }
+    private let items: [Item]
+
+    init(count: Int) {
+        items = (0..<count).map { index in
+            if index % 8 == 7 { return .port(RunLoopKitPeer.makePort()) }
+            if index % 2 == 1 { return .timer(RunLoopTimer(fireAt: .now + .seconds(3600)) { _ in }) }
+            return .source(RunLoopSource(order: index % 4, perform: {}))
+        }
+    }
+
+    func add(_ index: Int, to loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {
+        switch items[index] {
+        case .source(let source): loop.add(source, forMode: mode)
+        case .timer(let timer): loop.add(timer, forMode: mode)
+        case .port(let port): loop.add(port, forMode: mode)
+        }
+    }
+
+    func remove(_ index: Int, from loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {
+        switch items[index] {
+        case .source(let source): loop.remove(source, forMode: mode)
+        case .timer(let timer): loop.remove(timer, forMode: mode)
+        case .port(let port): loop.remove(port, forMode: mode)
+        }
+    }
+}
+
+/// A small seeded generator, so that every run shuffles the same way.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
