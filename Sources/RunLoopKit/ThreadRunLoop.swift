@@ -118,7 +118,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Wakes the loop if it is asleep so it runs a pass (e.g. after `RunLoopSource.signal()`).
     /// Any thread; one atomic exchange, plus one eventfd write when no wake-up is already pending.
     public func wakeUp() {
-        if !wakePending.exchange(true, ordering: .sequentiallyConsistent) {
+        // Only a loop asleep in the kernel needs the eventfd write: one that is still in its pass
+        // sees `wakePending` before it sleeps (`sleep` sets `waiting` first, then looks; both
+        // sides are sequentially consistent, so one of them sees the other).
+        if !wakePending.exchange(true, ordering: .sequentiallyConsistent) && waiting.load(ordering: .sequentiallyConsistent) {
             wakeDoorbell.ring()
         }
     }
@@ -301,6 +304,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         if handleSource1(scratch.ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
             handled = true
         }
+        // Blocks and jobs that arrived while the loop slept run in the pass they woke, not the
+        // next one (CF's __CFRunLoopDoBlocks after handle_msg).
+        if !(handled && returnAfterSourceHandled),
+           runBlocks(of: modeState.mode, onlyOne: returnAfterSourceHandled, using: scratch) {
+            handled = true
+        }
 
         if handled && returnAfterSourceHandled { return .handledSource }
         if let deadline = invocation.deadline, deadline <= .now { return .timedOut }
@@ -453,8 +462,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 if let date = timer.wakeInstant(now: now), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
             }
         }
-        waiting.store(true, ordering: .releasing)
+        waiting.store(true, ordering: .sequentiallyConsistent)
         defer { waiting.store(false, ordering: .releasing) }
+        // A wake-up asked for since the pass looked did not ring (the loop was not waiting yet).
+        if wakePending.load(ordering: .sequentiallyConsistent) || stopRequested.load(ordering: .sequentiallyConsistent) {
+            return
+        }
         while true {
             let woken = waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
                                        consumeWakeUp: true, into: scratch)
