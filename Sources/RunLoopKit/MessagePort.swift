@@ -42,6 +42,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// A proxy's eventfd that wakes senders blocked on a full socket when the proxy is
         /// invalidated; made by the first sender that has to wait.
         @exclusivity(unchecked) var invalidationBell: EventFD?
+        /// The name this port is published under (MessagePort+Names.swift).
+        @exclusivity(unchecked) var publication: NameListener?
+        /// Told once when the port is invalidated: requests waiting for it (MessagePort+Request.swift).
+        @exclusivity(unchecked) var invalidationWatchers: [UInt64: @Sendable () -> Void] = [:]
 
         /// The handler, else the delegate (strongly held for the batch being delivered).
         var receiver: Receiver? {
@@ -113,6 +117,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         state.sharedSendRight?.close()
         state.invalidationBell?.close()
         state.connections?.closeAll()
+        state.publication?.close()
     }
 
     // MARK: - Receiving side
@@ -270,6 +275,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return state.invalidationHandler
         }
         loop?.removeEverywhere(self)
+        didInvalidate()
         handler?(self)
     }
 
@@ -306,6 +312,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         var registrations = [Source1Registration(token: token, descriptor: doorbell!.descriptor,
                                                  interest: [.readable, .edgeTriggered], source: .portDoorbell(self))]
         lock.withLock {
+            registrations += state.publication?.registrations ?? []
             guard let connections = state.connections else { return }
             for connection in connections.registered {
                 registrations.append(registration(of: connection, in: connections))

@@ -20,9 +20,14 @@ enum CrashCase: String, CaseIterable, Sendable {
     case runFromWrongThread
     case runUntilFromWrongThread
     case portOnSecondRunLoop
+    case publishProxy
 
     var expectedMessage: String {
-        self == .portOnSecondRunLoop ? "second run loop" : "on its own thread"
+        switch self {
+        case .portOnSecondRunLoop: "second run loop"
+        case .publishProxy: "only a local port can be published"
+        default: "on its own thread"
+        }
     }
 }
 
@@ -50,6 +55,8 @@ struct PreconditionCrashEntry {
             loop.run()
         case .runUntilFromWrongThread:
             loop.run(until: .now + .seconds(1))
+        case .publishProxy:
+            break
         case .portOnSecondRunLoop:
             let port = try MessagePort()
             let release2 = Flag()
@@ -63,6 +70,11 @@ struct PreconditionCrashEntry {
                 return true
             }
             release2.set()
+        }
+        if which == .publishProxy {
+            let local = try MessagePort()
+            let proxy = try MessagePort(sendRight: try local.makeSendRight())
+            try proxy.publish(as: "rlk-crash-\(getpid())")
         }
         release.set()
         // Reaching this point means no precondition failure: exit normally so the parent sees it.
@@ -133,7 +145,7 @@ func runCrashChild(_ which: CrashCase, timeout: Duration = .seconds(120)) -> Chi
 @Suite("§2/§3.16 precondition failures name the mistake", .serialized)
 struct PreconditionFailureTests {
 
-    @Test("§2 running a loop off its thread, §3.16 a port on a second run loop: precondition failures naming the mistake",
+    @Test("§2 running a loop off its thread, §3.16 a port on a second run loop, §3.25 publishing a proxy: precondition failures naming the mistake",
           arguments: CrashCase.allCases)
     func misuseIsAPreconditionFailureNamingTheMistake(which: CrashCase) throws {
         let outcome = try #require(runCrashChild(which), "could not spawn the child test process")
