@@ -8,7 +8,8 @@ import CBenchmarkPeers
 /// in Swift, carrying `Data`): the floor under every Swift row.
 /// The cross-process ping-pong has two peers: the kernel's SEQPACKET socketpair (its
 /// baseline) and MessagePort's socketpair transport; the other frameworks have no port
-/// that crosses a process boundary. Its "C socketpair + epoll" reference is the baseline
+/// that crosses a process boundary; "RunLoopKit xnamed" is the same exchange over a published
+/// name (the initiator publishes, the responder connects by name). Its "C socketpair + epoll" reference is the baseline
 /// asleep in epoll_wait: the kernel's floor under any event loop.
 enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
@@ -20,7 +21,7 @@ enum Catalogue {
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
-            [.cSocketpair, .cSocketpairEpoll, .runLoopKit]
+            [.cSocketpair, .cSocketpairEpoll, .runLoopKit, .runLoopKitNamed]
         }
     }
 
@@ -54,6 +55,7 @@ enum Catalogue {
         case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
         case (.xprocess, .cSocketpairEpoll): CPeers.latency(plan, bench_socketpair_epoll_xprocess)
         case (.xprocess, .runLoopKit): RunLoopKitPeer.crossProcessPingPong(plan)
+        case (.xprocess, .runLoopKitNamed): RunLoopKitPeer.crossProcessPingPong(plan, named: true)
         default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
     }
@@ -67,7 +69,7 @@ enum Catalogue {
         case .nio: NIOPeer.throughput(plan)
         case .runLoopKit: RunLoopKitPeer.throughput(plan)
         case .swiftRing: SwiftRingPeer.throughput(plan)
-        case .cSdEvent, .cSocketpairEpoll: fail("no peer \(peer.rawValue) for throughput")
+        case .cSdEvent, .cSocketpairEpoll, .runLoopKitNamed: fail("no peer \(peer.rawValue) for throughput")
         }
     }
 }
