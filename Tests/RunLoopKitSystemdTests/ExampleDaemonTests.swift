@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopKit
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -23,8 +24,17 @@ struct ExampleDaemonTests {
         for _ in 0..<3 {
             try await socket.waitFor("WATCHDOG=1")
         }
-        let (clientExit, clientOutput) = try await runExampleClient(["--name", name, "--count", "1000", "--quiet"],
-                                                                    timeout: .seconds(60))
+        let clientDone = Locked(false)
+        let client = Task {
+            defer { clientDone.withLock { $0 = true } }
+            return try await runExampleClient(["--name", name, "--count", "1000", "--quiet"], timeout: .seconds(60))
+        }
+        // Keep reading the notify socket while the client runs, as systemd does: a full datagram
+        // queue would block the daemon's next sd_notify.
+        while !clientDone.withLock({ $0 }) {
+            _ = await socket.nextDatagram(before: .now + .milliseconds(200))
+        }
+        let (clientExit, clientOutput) = try await client.value
         #expect(clientExit == .exited(0), "\(clientOutput)")
         #expect(clientOutput.contains("done: 1000 correct replies"), "\(clientOutput)")
         try await socket.waitFor("WATCHDOG=1")   // the loop kept its keep-alive going meanwhile
@@ -70,7 +80,9 @@ struct ExampleDaemonTests {
         let daemon = try DaemonProcess(environment: ["NOTIFY_SOCKET": socket.path], arguments: [config])
         try await socket.waitFor("READY=1")
         // A client that would run for minutes keeps both workers busy, so SIGTERM lands mid-stream.
-        let client = Task { try await runExampleClient(["--name", name, "--count", "100000000", "--rounds", "20000", "--quiet"]) }
+        let client = Task {
+            try await runExampleClient(["--name", name, "--count", "100000000", "--rounds", "20000", "--quiet"], timeout: .seconds(120))
+        }
         let deadline = ContinuousClock.now + patience
         var flowing = false
         while !flowing, let lines = await socket.nextDatagram(before: deadline) {

@@ -135,10 +135,13 @@ struct HostileNamedPeerTests {
         defer { receiver.stop() }
         let proxy = try MessagePort.connect(to: name)
         // White-box: switch SO_PASSCRED off on the owner's end, so the next record has none.
-        let ends = receiver.port.lock.withLock { receiver.port.state.connections?.sockets.values.map(\.socket.descriptor.rawValue) ?? [] }
-        try #require(ends.count == 1)
+        func ends() -> [Int32] {
+            receiver.port.lock.withLock { receiver.port.state.connections?.sockets.values.map(\.socket.descriptor.rawValue) ?? [] }
+        }
+        // The owner adds the connection right after sending WELCOME, on its loop.
+        try #require(waitUntil { ends().count == 1 })
         var off: Int32 = 0
-        try #require(setsockopt(ends[0], SOL_SOCKET, SO_PASSCRED, &off, socklen_t(MemoryLayout<Int32>.size)) == 0)
+        try #require(setsockopt(ends()[0], SOL_SOCKET, SO_PASSCRED, &off, socklen_t(MemoryLayout<Int32>.size)) == 0)
         try? proxy.send(msgid: 1, timeout: waitLimit)
         #expect(receiver.waitForError() == .accessDenied)
         #expect(receiver.messages.value.isEmpty)

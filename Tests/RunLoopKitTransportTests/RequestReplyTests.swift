@@ -39,7 +39,8 @@ struct RequestReplyTests {
         let reply = try server.port.sendRequest(msgid: 10, components: [.data(Data("ping".utf8))],
                                                 timeout: .seconds(60), replyMode: "private")
         #expect(reply.msgid == 11 && reply.text == "re: ping")
-        #expect(server.messages.value.first?.replyPort?.isValid == false, "the one-shot reply port is dead after its reply")
+        let request = try #require(server.waitForMessages(1)?.first)
+        #expect(request.replyPort?.isValid == false, "the one-shot reply port is dead after its reply")
     }
 
     @Test("§3.28 sendRequest through a proxy (named port, another process) returns the reply")
@@ -125,7 +126,7 @@ struct RequestReplyTests {
         let server = try answeringPort("once")
         defer { server.stop() }
         _ = try server.port.sendRequest(msgid: 1, timeout: .seconds(60), replyMode: "private")
-        let replyPort = try #require(server.messages.value.first?.replyPort)
+        let replyPort = try #require(server.waitForMessages(1)?.first?.replyPort)
         #expect(throws: PortError.invalidPort) { try replyPort.send(msgid: 99, timeout: .zero) }
 
         let name = uniqueName("twice")
@@ -194,7 +195,10 @@ struct RequestReplyTests {
         }
 
         let task = Task { try await silent.port.sendRequest(msgid: 2, timeout: .seconds(60)) }
-        #expect(waitUntil { silent.messages.value.count >= 2 })
+        // Suspending, not blocking: the task needs a thread of the concurrency pool to start.
+        let deadline = ContinuousClock.now + waitLimit
+        while silent.messages.value.count < 2 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(silent.messages.value.count == 2)
         task.cancel()
         await #expect(throws: PortError.cancelled) { _ = try await task.value }
     }
