@@ -83,8 +83,9 @@ extension MessagePort {
         public var description: String { "pid \(pid), uid \(uid), gid \(gid)" }
     }
 
-    /// How long `connect(to:)` waits for room in the owner's backlog and for its answer.
-    static let connectTimeout: Duration = .seconds(10)
+    /// How long `connect(to:)` waits for room in the owner's backlog and for its answer: long
+    /// enough for a socket-activated owner to start and accept the connection waiting for it.
+    static let connectTimeout: Duration = .seconds(30)
 
     /// Makes this local port reachable by `name` from every process of this host that `access`
     /// admits (CFMessagePortCreateLocal). The name lives in the abstract AF_UNIX namespace under
@@ -182,7 +183,7 @@ extension MessagePort {
     /// says belongs to that scope's uid, so another user cannot impersonate the service.
     ///
     /// Throws `.invalidName`, `.nameNotFound` (no live port holds the name), `.accessDenied`
-    /// (the policy refuses this process), `.timedOut` (the owner did not answer within 10 s:
+    /// (the policy refuses this process), `.timedOut` (the owner did not answer within 30 s:
     /// its loop is not running), `.handshakeFailed` (it answered nonsense) or
     /// `.resourceExhausted`. Blocks the calling thread for one round trip with the owner's
     /// loop. Any thread; a socket, connect, one record each way.
