@@ -25,16 +25,17 @@ struct ExampleDaemonTests {
             try await socket.waitFor("WATCHDOG=1")
         }
         let clientDone = Locked(false)
+        let started = try ExampleClientProcess(["--name", name, "--count", "1000", "--quiet"])
         let client = Task {
             defer { clientDone.withLock { $0 = true } }
-            return try await runExampleClient(["--name", name, "--count", "1000", "--quiet"], timeout: .seconds(60))
+            return await started.finish(timeout: .seconds(60))
         }
         // Keep reading the notify socket while the client runs, as systemd does: a full datagram
         // queue would block the daemon's next sd_notify.
         while !clientDone.withLock({ $0 }) {
             _ = await socket.nextDatagram(before: .now + .milliseconds(200))
         }
-        let (clientExit, clientOutput) = try await client.value
+        let (clientExit, clientOutput) = await client.value
         #expect(clientExit == .exited(0), "\(clientOutput)")
         #expect(clientOutput.contains("done: 1000 correct replies"), "\(clientOutput)")
         try await socket.waitFor("WATCHDOG=1")   // the loop kept its keep-alive going meanwhile
@@ -80,9 +81,7 @@ struct ExampleDaemonTests {
         let daemon = try DaemonProcess(environment: ["NOTIFY_SOCKET": socket.path], arguments: [config])
         try await socket.waitFor("READY=1")
         // A client that would run for minutes keeps both workers busy, so SIGTERM lands mid-stream.
-        let client = Task {
-            try await runExampleClient(["--name", name, "--count", "100000000", "--rounds", "20000", "--quiet"], timeout: .seconds(120))
-        }
+        let client = try ExampleClientProcess(["--name", name, "--count", "100000000", "--rounds", "20000", "--quiet"])
         let deadline = ContinuousClock.now + patience
         var flowing = false
         while !flowing, let lines = await socket.nextDatagram(before: deadline) {
@@ -96,7 +95,7 @@ struct ExampleDaemonTests {
         #expect(summary.hasSuffix(" 0 unanswered"), "\(summary)")
         let answered = summary.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
         #expect(answered > 0, "\(summary)")
-        let (clientExit, clientOutput) = try await client.value
+        let (clientExit, clientOutput) = await client.finish(timeout: .seconds(120))
         #expect(clientExit == .exited(1), "the client reports the daemon going away: \(clientOutput)")
     }
 
@@ -116,13 +115,13 @@ struct ExampleDaemonTests {
         let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listening, $0, length) } }
         try #require(bound == 0 && listen(listening, 16) == 0, "errno \(errno)")
 
-        let client = Task { try await runExampleClient(["--name", name, "--count", "5"]) }
+        let client = try ExampleClientProcess(["--name", name, "--count", "5"])
         // The client's connection waiting in the backlog makes the listening socket readable:
         // it connected (and waits for its answer) while no daemon runs.
         #expect(await onNewThread { waitReadable(listening, before: .now + patience) }, "the client never connected")
         let daemon = try DaemonProcess(environment: [:], arguments: [config], listeningSocket: listening, activationName: name)
         try await daemon.waitForLine(startingWith: "ready")
-        let (clientExit, clientOutput) = try await client.value
+        let (clientExit, clientOutput) = await client.finish(timeout: .seconds(60))
         #expect(clientExit == .exited(0), "\(clientOutput)")
         #expect(clientOutput.contains("done: 5 correct replies"), "\(clientOutput)")
         daemon.send(SIGTERM)

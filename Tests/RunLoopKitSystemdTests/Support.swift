@@ -290,30 +290,38 @@ func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?
     return body(pointers)
 }
 
-/// example-client next to example-daemon, run to completion with `arguments`: its exit status
-/// and its output (stdout and stderr). Runs on a thread of its own; killed after `patience`.
-func runExampleClient(_ arguments: [String], timeout: Duration = patience) async throws -> (DaemonProcess.Exit, String) {
-    let path = (try DaemonProcess.executablePath() as NSString).deletingLastPathComponent + "/example-client"
+/// example-client (next to example-daemon) running with some arguments, started on the calling thread (so it runs even while the
+/// concurrency pool is busy).
+struct ExampleClientProcess: @unchecked Sendable {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
     let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let pid = process.processIdentifier
-    let killer = Task {
-        try? await Task.sleep(for: timeout)
-        if !Task.isCancelled { kill(pid, SIGKILL) }
+
+    init(_ arguments: [String]) throws {
+        let path = (try DaemonProcess.executablePath() as NSString).deletingLastPathComponent + "/example-client"
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
     }
-    let text: String = await onNewThread("client-reader") {
-        String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+
+    /// Waits for the exit (on threads of its own); kills the client after `timeout`.
+    func finish(timeout: Duration = patience) async -> (DaemonProcess.Exit, String) {
+        let pid = process.processIdentifier
+        let killer = Task {
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { kill(pid, SIGKILL) }
+        }
+        let output = output, process = process
+        let text: String = await onNewThread("client-reader") {
+            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        await onNewThread("client-wait") { process.waitUntilExit() }
+        killer.cancel()
+        let exit: DaemonProcess.Exit = process.terminationReason == .exit
+            ? .exited(process.terminationStatus) : .signalled(process.terminationStatus)
+        return (exit, text)
     }
-    await onNewThread("client-wait") { process.waitUntilExit() }
-    killer.cancel()
-    let exit: DaemonProcess.Exit = process.terminationReason == .exit
-        ? .exited(process.terminationStatus) : .signalled(process.terminationStatus)
-    return (exit, text)
 }
 
 /// A configuration file for the daemon with a unique name; removed by the caller.
