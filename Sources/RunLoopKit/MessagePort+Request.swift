@@ -2,7 +2,9 @@ import Synchronization
 
 /// Request/reply (DESIGN §2c, §3.28): CFMessagePortSendRequest on Linux. Each request gets a
 /// private reply port used once — a send-once right: it is invalidated as soon as its first
-/// message arrives, so any later send to it throws `.invalidPort`.
+/// message is delivered, so any later send to it throws `.invalidPort`. (Two replies racing
+/// each other, the second sent before the first is delivered, can both be accepted by the
+/// queue or the kernel; the second is then discarded, never delivered.)
 extension MessagePort {
     /// Sends a request with a private one-shot reply port as `from:` and returns the first
     /// message sent to that port, running the calling thread's loop in `replyMode` meanwhile
