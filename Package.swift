@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .library(name: "RunLoopKitSystemd", targets: ["RunLoopKitSystemd"]),
         .executable(name: "example-daemon", targets: ["ExampleDaemon"]),
+        .executable(name: "example-client", targets: ["ExampleClient"]),
         .executable(name: "Benchmarks", targets: ["Benchmarks"]),
     ],
     dependencies: [
@@ -31,11 +32,22 @@ let package = Package(
             name: "RunLoopKitSystemd",
             dependencies: ["RunLoopKit", "CSystemd"]
         ),
+        // The example service: its messages, the daemon and the client.
+        .target(
+            name: "ExampleWire",
+            dependencies: ["RunLoopKit"],
+            path: "Examples/ExampleWire"
+        ),
         .executableTarget(
             name: "ExampleDaemon",
-            dependencies: ["RunLoopKit", "RunLoopKitSystemd"],
+            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleWire"],
             path: "Examples/ExampleDaemon",
-            exclude: ["example-daemon.service"]
+            exclude: ["example-daemon.service", "example-daemon.socket"]
+        ),
+        .executableTarget(
+            name: "ExampleClient",
+            dependencies: ["RunLoopKit", "ExampleWire"],
+            path: "Examples/ExampleClient"
         ),
 
         // Benchmarks: C peers (eventfd, ring + eventfd, socketpair, sd-event) and the Swift harness.
@@ -83,7 +95,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RunLoopKitSystemdTests",
-            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon"]
+            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient"]
         ),
     ],
     swiftLanguageModes: [.v6]

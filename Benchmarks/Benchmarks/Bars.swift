@@ -89,6 +89,13 @@ struct Bar: Sendable {
             }.joined(separator: ", ")
             return (ratios.allSatisfy { $0 <= 1.5 }, detail)
         })
+        // A published name costs nothing after connect: the same frames on the same kind of
+        // socket, plus the per-frame access check.
+        bars.append(bar("MessagePort xnamed (request/reply over a published name) p50 ≤ 1.1× the socketpair xprocess row",
+                        row(.xprocess, .runLoopKitNamed).flatMap { named in row(.xprocess, .runLoopKit).map { (named, $0) } }) { named, plain in
+            guard let a = named.p50, let b = plain.p50, b > 0 else { return (false, "no p50") }
+            return (a / b <= 1.1, String(format: "%.2f× (%.2f µs vs %.2f µs)", a / b, a, b))
+        })
         return bars
     }
 

@@ -62,6 +62,9 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only, a reference: the C socketpair ping-pong with each side asleep in
     /// epoll_wait(2), as any event loop sleeps (see `bench_socketpair_epoll_xprocess`).
     case cSocketpairEpoll = "C socketpair + epoll"
+    /// Cross-process only: RunLoopKit over a published name (`publish(as:)` / `connect(to:)`)
+    /// instead of an inherited send right — the `xnamed` row.
+    case runLoopKitNamed = "RunLoopKit xnamed"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool { self == .swiftRing || self == .cSocketpairEpoll }

@@ -17,10 +17,16 @@ struct Options: Sendable {
     /// `--run-case`): it only echoes (see `RunLoopKitPeer.serveCrossProcessEcho`).
     var crossProcessEcho: CrossProcessEcho?
 
-    /// `--xprocess-echo SEND_RIGHT CELL`: descriptors the responder inherited.
+    /// `--xprocess-echo SEND_RIGHT CELL` (descriptors the responder inherited), or
+    /// `--xprocess-echo-named NAME CELL` (the initiator's port is published as NAME).
     struct CrossProcessEcho: Sendable {
-        /// A send right to the initiator's port.
-        var sendRight: Int32
+        enum Initiator: Sendable {
+            /// A send right to the initiator's port.
+            case sendRight(Int32)
+            /// The name the initiator's port is published under.
+            case name(String)
+        }
+        var initiator: Initiator
         /// The memfd of the `bench_responder_cell` shared with the initiator.
         var cellDescriptor: Int32
     }
@@ -84,7 +90,13 @@ struct Options: Sendable {
                       sendRight >= 0, cell >= 0 else {
                     throw UsageError(description: "--xprocess-echo needs two descriptors")
                 }
-                options.crossProcessEcho = CrossProcessEcho(sendRight: sendRight, cellDescriptor: cell)
+                options.crossProcessEcho = CrossProcessEcho(initiator: .sendRight(sendRight), cellDescriptor: cell)
+            case "--xprocess-echo-named":
+                let name = try value(for: argument)
+                guard let cell = Int32(try value(for: argument)), cell >= 0 else {
+                    throw UsageError(description: "--xprocess-echo-named needs a name and a descriptor")
+                }
+                options.crossProcessEcho = CrossProcessEcho(initiator: .name(name), cellDescriptor: cell)
             case "--help", "-h":
                 throw UsageError(description: usage)
             default:

@@ -1,13 +1,16 @@
+import ExampleWire
 import FoundationEssentials
+import RunLoopKit
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// The daemon's settings: defaults, overridden by an optional file of `key = value` lines
-/// (`request_interval_ms`, `status_interval_ms`, `drain_timeout_ms`; `#` comments), re-read
-/// on SIGHUP.
+/// (`name`, `access`, `status_interval_ms`, `drain_timeout_ms`; `#` comments), re-read on
+/// SIGHUP (`name` and `access` apply at start-up only: clients hold connections to the name).
 struct Configuration: Sendable, CustomStringConvertible {
-    var requestInterval: Duration = .milliseconds(20)   // how often a request is accepted
+    var name = Wire.defaultName                          // the service port's published name
+    var access: MessagePort.Access = .sameUser           // who may send requests
     var statusInterval: Duration = .seconds(1)          // how often STATUS= is sent
     var drainTimeout: Duration = .seconds(5)            // how long SIGTERM waits for replies
 
@@ -17,22 +20,43 @@ struct Configuration: Sendable, CustomStringConvertible {
         for line in try String(contentsOfFile: path, encoding: .utf8).split(whereSeparator: \.isNewline) {
             let words = line.prefix { $0 != "#" }.split { $0 == "=" || $0 == " " || $0 == "\t" }
             guard !words.isEmpty else { continue }
-            guard words.count == 2, let ms = Int64(words[1]), ms > 0 else {
+            guard words.count == 2 else {
                 log("\(path): ignoring '\(line)'")
                 continue
             }
-            switch words[0] {
-            case "request_interval_ms": configuration.requestInterval = .milliseconds(ms)
-            case "status_interval_ms": configuration.statusInterval = .milliseconds(ms)
-            case "drain_timeout_ms": configuration.drainTimeout = .milliseconds(ms)
-            default: log("\(path): unknown key '\(words[0])'")
+            let value = String(words[1])
+            switch (words[0], Int64(value)) {
+            case ("name", _): configuration.name = value
+            case ("access", _):
+                guard let access = parseAccess(value) else {
+                    log("\(path): access must be same-user, anyone, users:UID,… or groups:GID,…")
+                    continue
+                }
+                configuration.access = access
+            case ("status_interval_ms", let ms?) where ms > 0: configuration.statusInterval = .milliseconds(ms)
+            case ("drain_timeout_ms", let ms?) where ms > 0: configuration.drainTimeout = .milliseconds(ms)
+            default: log("\(path): ignoring '\(line)'")
             }
         }
         return configuration
     }
 
     var description: String {
-        "request every \(requestInterval), status every \(statusInterval), drain within \(drainTimeout)"
+        "name \(name), access \(access), status every \(statusInterval), drain within \(drainTimeout)"
+    }
+
+    private static func parseAccess(_ text: String) -> MessagePort.Access? {
+        func ids(_ list: Substring) -> Set<UInt32>? {
+            let ids = list.split(separator: ",").compactMap { UInt32($0) }
+            return ids.isEmpty ? nil : Set(ids)
+        }
+        switch text {
+        case "same-user": return .sameUser
+        case "anyone": return .anyone
+        case _ where text.hasPrefix("users:"): return ids(text.dropFirst(6)).map(MessagePort.Access.users)
+        case _ where text.hasPrefix("groups:"): return ids(text.dropFirst(7)).map(MessagePort.Access.groups)
+        default: return nil
+        }
     }
 }
 

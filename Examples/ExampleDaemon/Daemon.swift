@@ -1,15 +1,17 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ExampleWire
 import RunLoopKit
 import RunLoopKitSystemd
 import Synchronization
 
-/// The main thread's part: accepts requests, hands them round-robin to the workers with
-/// `replies` as the `from:` port, collects the answers, and handles SIGTERM (drain, stop),
-/// SIGHUP (reload), the watchdog and STATUS=. Every callback is scheduled on the main loop,
-/// so all run on the main thread; the state is in a (never contended) Mutex so the class
-/// is honestly Sendable.
+/// The main thread's part: publishes the service port under its name (or on the socket systemd
+/// passed), hands each client request round-robin to a worker with the client's reply port,
+/// counts the requests in flight, and handles SIGTERM (unpublish, drain, stop), SIGHUP
+/// (reload), the watchdog and STATUS=. Every callback is scheduled on the main loop, so all
+/// run on the main thread; the state is in a (never contended) Mutex so the class is honestly
+/// Sendable.
 final class Daemon: Sendable {
     private struct State {
         var configuration: Configuration
@@ -17,71 +19,94 @@ final class Daemon: Sendable {
         var inFlight: Set<UInt64> = []
         var answered = 0, refused = 0
         var stopping = false
-        var timers: [RunLoopTimer] = []   // the request and status timers
+        var statusTimer: RunLoopTimer?
     }
 
     private let loop = ThreadRunLoop.main
     private let configurationPath: String?
     private let notifier = SystemdNotifier()
     private let watchdog = WatchdogKeepAlive()
-    private let replies: MessagePort
+    private let service: MessagePort
+    private let done: MessagePort
     private let workers: [Worker]
     private let state: Mutex<State>
 
     init(configurationPath: String?) throws {
         self.configurationPath = configurationPath
         state = Mutex(State(configuration: try Configuration.load(path: configurationPath)))
-        replies = try MessagePort(queueLimit: 1024)
-        workers = try (1...2).map { n throws(PortError) in try Worker(name: "worker-\(n)") }
+        service = try MessagePort(queueLimit: 1024)
+        done = try MessagePort(queueLimit: 1024)
+        let done = done
+        workers = try (1...2).map { n throws(PortError) in try Worker(name: "worker-\(n)", done: done) }
     }
 
     /// Serves until SIGTERM has been handled; returns the exit status.
     func run() throws -> Int32 {
-        replies.setHandler { [self] message in collect(message) }
-        loop.add(replies, forMode: .default)
+        service.setHandler { [self] message in accept(message) }
+        service.setTransportErrorHandler { error in log("client connection dropped: \(error)") }
+        done.setHandler { [self] message in collect(message) }
+        loop.add(service, forMode: .default)
+        loop.add(done, forMode: .default)
         let signals = try SignalSource(signals: [SIGTERM, SIGHUP]) { [self] _, signo in
             signo == SIGTERM ? beginShutdown() : reload()
         }
         signals.add(to: loop, forMode: .default)
         watchdog.add(to: loop)
-        scheduleTimers()
-        notifier.ready(status: statusLine())   // the workers are up: READY=1
+        let configuration = state.withLock { $0.configuration }
+        // Under socket activation systemd bound the name before this process started, and
+        // clients may already wait in its backlog; otherwise the port binds it now.
+        try service.publish(as: configuration.name, access: configuration.access,
+                            listeningSocket: SocketActivation.listeningSocket(named: configuration.name))
+        scheduleStatus()
+        notifier.ready(status: statusLine())   // the workers are up and the name is published
         say("ready")
 
         loop.run()   // until the drain is over
 
         workers.forEach { $0.stop() }
-        [signals.invalidate, watchdog.invalidate, replies.invalidate].forEach { $0() }
+        [signals.invalidate, watchdog.invalidate, service.invalidate, done.invalidate].forEach { $0() }
         let (answered, unanswered) = state.withLock { s in
-            s.timers.forEach { $0.invalidate() }
+            s.statusTimer?.invalidate()
             return (s.answered, s.inFlight.count)
         }
         say("stopped: \(answered) answered, \(unanswered) unanswered")
         return 0
     }
 
-    private func accept() {
-        guard let (id, worker) = state.withLock({ s -> (UInt64, Worker)? in
+    /// A client's request: to a worker, or refused while stopping. Never blocks the main loop:
+    /// a worker whose queue is full refuses the request.
+    private func accept(_ message: MessagePort.Message) {
+        guard let request = Wire.decode(message, msgid: Wire.request, count: 2), let client = message.replyPort else {
+            return log("malformed request \(message.msgid) from \(message.sender.map(String.init(describing:)) ?? "this process") dropped")
+        }
+        let (key, rounds) = (request[0], request[1])
+        let assigned = state.withLock { s -> (UInt64, Worker)? in
             guard !s.stopping else { return nil }
             defer { s.nextID += 1 }
             s.inFlight.insert(s.nextID)
             return (s.nextID, workers[Int(s.nextID % UInt64(workers.count))])
-        }) else { return }
-        do {   // never block the main loop: a worker whose queue is full refuses the request
-            try worker.inbox.send(msgid: Wire.request, components: Wire.encode(id, 1_000),
-                                  from: replies, before: .now)
+        }
+        guard let (id, worker) = assigned else { return refuse(key, client) }
+        do {
+            try worker.inbox.send(msgid: Wire.request, components: [Wire.encode(id, key, rounds), .port(client)],
+                                  before: .now)
         } catch {
-            state.withLock { s in s.inFlight.remove(id); s.refused += 1 }
-            log("request \(id) refused by \(worker.thread.name): \(error)")
+            state.withLock { s in _ = s.inFlight.remove(id) }
+            refuse(key, client)
         }
     }
 
+    private func refuse(_ key: UInt64, _ client: MessagePort) {
+        state.withLock { $0.refused += 1 }
+        try? client.send(msgid: Wire.refused, components: [Wire.encode(key)], before: .now)
+    }
+
     private func collect(_ message: MessagePort.Message) {
-        guard let id = Wire.decode(message, msgid: Wire.reply)?[0] else {
-            return log("malformed reply \(message.msgid) dropped")
+        guard let report = Wire.decode(message, msgid: Wire.done, count: 2) else {
+            return log("malformed report \(message.msgid) dropped")
         }
         let drained = state.withLock { s in
-            if s.inFlight.remove(id) != nil { s.answered += 1 }
+            if s.inFlight.remove(report[0]) != nil && report[1] == 1 { s.answered += 1 }
             return s.stopping && s.inFlight.isEmpty
         }
         if drained { loop.stop() }
@@ -93,14 +118,15 @@ final class Daemon: Sendable {
         }
     }
 
-    /// SIGTERM: stop accepting, STOPPING=1, wait for the requests in flight (reporting those
-    /// still unanswered after the drain timeout), then stop the main loop.
+    /// SIGTERM: unpublish (new clients find no name), STOPPING=1, wait for the requests in
+    /// flight (reporting those still unanswered after the drain timeout), then stop the loop.
     private func beginShutdown() {
         guard let (pending, drainTimeout) = state.withLock({ s -> (Int, Duration)? in
             guard !s.stopping else { return nil }
             s.stopping = true
             return (s.inFlight.count, s.configuration.drainTimeout)
         }) else { return }
+        service.unpublish()
         notifier.stopping(status: "Stopping: waiting for \(pending) request(s)")
         say("stopping")
         guard pending > 0 else { return loop.stop() }
@@ -111,32 +137,30 @@ final class Daemon: Sendable {
     }
 
     /// SIGHUP: RELOADING=1, re-read the configuration (keeping the old one if that fails),
-    /// reschedule the timers, READY=1.
+    /// reschedule the status timer, READY=1.
     private func reload() {
         guard !state.withLock({ $0.stopping }) else { return }
         notifier.reloading(status: "Reloading configuration")
         do {
-            let configuration = try Configuration.load(path: configurationPath)
-            state.withLock { $0.configuration = configuration }
+            var configuration = try Configuration.load(path: configurationPath)
+            state.withLock { s in
+                (configuration.name, configuration.access) = (s.configuration.name, s.configuration.access)
+                s.configuration = configuration
+            }
             log("reloaded: \(configuration)")
         } catch {
             log("reload failed, keeping the previous configuration: \(error)")
         }
-        scheduleTimers()
+        scheduleStatus()
         notifier.ready(status: statusLine())
         say("reloaded")
     }
 
-    /// (Re)creates the request and status timers from the current configuration.
-    private func scheduleTimers() {
-        let configuration = state.withLock { $0.configuration }
-        let timers = [
-            RunLoopTimer(interval: configuration.requestInterval, repeats: true) { [self] _ in accept() },
-            RunLoopTimer(interval: configuration.statusInterval, repeats: true) { [self] _ in
-                notifier.status(statusLine())
-            },
-        ]
-        state.withLock { s in defer { s.timers = timers }; return s.timers }.forEach { $0.invalidate() }
-        timers.forEach { loop.add($0, forMode: .default) }
+    /// (Re)creates the status timer from the current configuration.
+    private func scheduleStatus() {
+        let interval = state.withLock { $0.configuration.statusInterval }
+        let timer = RunLoopTimer(interval: interval, repeats: true) { [self] _ in notifier.status(statusLine()) }
+        state.withLock { s in defer { s.statusTimer = timer }; return s.statusTimer }?.invalidate()
+        loop.add(timer, forMode: .default)
     }
 }

@@ -1,8 +1,10 @@
-// example-daemon: a small RunLoopKit service for systemd (see example-daemon.service).
+// example-daemon: a small RunLoopKit service for systemd (see example-daemon.service and
+// example-daemon.socket), and example-client its client.
 //
-// The main thread's loop accepts requests (made by a timer, standing in for a socket), hands
-// them to two resident worker threads through MessagePorts and collects the replies. SIGTERM
-// drains and stops it; SIGHUP reloads the configuration file named by the first argument.
+// The main thread's loop publishes the service port under a name; clients connect by name
+// (MessagePort.connect(to:)) and send requests with sendRequest. Each request goes to one of
+// two resident worker threads, which answer the client directly. SIGTERM unpublishes, drains
+// and stops it; SIGHUP reloads the configuration file named by the first argument.
 // Under systemd it sends READY, STATUS, RELOADING, STOPPING and WATCHDOG; without it, it
 // runs the same way and prints "ready", "reloaded", "stopping", "stopped: …" on stdout.
 #if canImport(Glibc)

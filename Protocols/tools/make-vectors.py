@@ -147,5 +147,91 @@ def main():
     V("order-port-length-before-sum", "A PORT entry with length 3, body length 0: F8c before F9.").header(count=1).entry(2, 3).write(1, "error portLength")
     V("order-sum-before-descriptors", "Entry lengths 1 + 1 != body length 3, and a PORT without descriptor: F9 before F10.").header(count=3, body=3).entry(1, 1).entry(1, 1).entry(2, 0).raw(b"abc").write(0, "error lengthMismatch")
     print("wrote", len([f for f in os.listdir(OUT) if f.endswith('.vector')]), "vectors to", os.path.normpath(OUT))
+    named()
+
+# ---- named-ports.md section 8 ----
+
+NAMED = os.path.join(OUT, "named")
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+def address(name, uid):
+    scope = f"runloopkit/{uid}/".encode()
+    if len(scope) + len(name) <= 107:
+        return scope + name
+    return scope + b"~" + f"{fnv1a64(name):016x}".encode()
+
+def write_named(file, comment, lines):
+    text = [f"# {line}" for line in comment.split("\n")] + lines
+    with open(os.path.join(NAMED, file + ".vector"), "w") as f:
+        f.write("\n".join(text) + "\n")
+
+def address_vector(file, comment, name, uid, name_line=None):
+    a = address(name, uid)
+    write_named(file, comment + f"\n{len(a)} address bytes: {a.decode()}", [
+        name_line or f"name: {name.decode()}", f"uid: {uid}", f"address: {hx(a)}"])
+
+def record(kind, name=b"", magic=b"RLKN", version=1, length=None, reserved=0, extra=b""):
+    n = len(name) if length is None else length
+    return [("magic", magic), ("version", bytes([version])), ("kind", bytes([kind])),
+            (f"name length {n}", bytes([n])), ("reserved", bytes([reserved]))] + \
+           ([("name", name)] if name else []) + ([("extra bytes", extra)] if extra else [])
+
+def handshake_vector(file, comment, side, fields, expect):
+    lines = []
+    size = 0
+    for note, b in fields:
+        lines.append(f"# {note}")
+        lines.append(f"record: {hx(b)}")
+        size += len(b)
+    write_named(file, comment + f"\n{size} bytes", lines + [f"side: {side}", f"expect: {expect}"])
+
+def named():
+    os.makedirs(NAMED, exist_ok=True)
+    for f in os.listdir(NAMED):
+        if f.endswith(".vector"): os.remove(os.path.join(NAMED, f))
+    address_vector("address-system-scope", "The example daemon's name in the system scope (uid 0).", b"example-daemon", 0)
+    address_vector("address-user-scope", "A user's name: the scope is the decimal uid.", b"com.example.editor_2", 1000)
+    address_vector("address-dot", "'.' is a plain name: no file system is involved.", b".", 65534)
+    address_vector("address-fits-exactly", "uid 0 (prefix 13 bytes) and a 94-byte name: 107 bytes, the most that fits.", b"a" * 94, 0,
+                   "name-repeat: a 94")
+    address_vector("address-hashed-95", "uid 0 and a 95-byte name: 108 bytes do not fit, so the FNV-1a-64 form.", b"a" * 95, 0,
+                   "name-repeat: a 95")
+    address_vector("address-hashed-max", "The largest uid and a 100-byte name: hashed.", b"Z" * 100, 4294967295,
+                   "name-repeat: Z 100")
+    address_vector("address-hashed-mixed", "A long name of every name byte class, uid 1000: hashed.",
+                   (b"Abc.def_ghi-0123456789" * 5)[:100], 1000)
+
+    hello = record(1, b"example-daemon")
+    handshake_vector("handshake-hello", "HELLO for 'example-daemon'.", "owner", hello, "hello example-daemon")
+    handshake_vector("handshake-hello-max", "HELLO with a 100-byte name.", "owner", record(1, b"n" * 100), "hello " + "n" * 100)
+    handshake_vector("handshake-welcome", "WELCOME.", "client", record(2), "welcome")
+    handshake_vector("handshake-denied", "DENIED.", "client", record(3), "denied")
+    handshake_vector("handshake-unknown-name", "UNKNOWN_NAME.", "client", record(4), "unknown-name")
+    handshake_vector("err-handshake-truncated", "7 bytes: H3.", "owner", [("magic, version, kind, length", b"RLKN\x01\x01\x01")], "error truncated")
+    handshake_vector("err-handshake-bad-magic", "Magic 'RLKM' (a frame's magic) where a HELLO belongs: H4.", "owner",
+                     record(1, b"x", magic=b"RLKM"), "error badMagic")
+    handshake_vector("err-handshake-version", "Version 2: H5.", "owner", record(1, b"x", version=2), "error unsupportedVersion")
+    handshake_vector("err-handshake-owner-gets-welcome", "A WELCOME sent to the owner: H6.", "owner", record(2), "error unexpectedKind")
+    handshake_vector("err-handshake-client-gets-hello", "A HELLO sent back to the client: H6.", "client", record(1, b"x"), "error unexpectedKind")
+    handshake_vector("err-handshake-kind-5", "Kind 5: H6.", "client", record(5), "error unexpectedKind")
+    handshake_vector("err-handshake-reserved", "Reserved byte 01: H7.", "owner", record(1, b"x", reserved=1), "error reservedBytes")
+    handshake_vector("err-handshake-length-short", "Length 5, 4 name bytes: H8.", "owner", record(1, b"abcd", length=5), "error lengthMismatch")
+    handshake_vector("err-handshake-length-long", "Length 1, 2 bytes after the header: H8.", "owner", record(1, b"a", extra=b"b"), "error lengthMismatch")
+    handshake_vector("err-handshake-empty-name", "HELLO with length 0: H9.", "owner", record(1), "error invalidName")
+    handshake_vector("err-handshake-long-name", "HELLO with a 101-byte name: H9.", "owner", record(1, b"n" * 101), "error invalidName")
+    handshake_vector("err-handshake-path-name", "HELLO naming a path: H9.", "owner", record(1, b"/run/x"), "error invalidName")
+    handshake_vector("err-handshake-welcome-with-name", "WELCOME with a name: H9.", "client", record(2, b"x"), "error invalidName")
+    handshake_vector("order-handshake-magic-before-kind", "Bad magic and kind 9: H4 before H6.", "owner",
+                     record(9, b"x", magic=b"XXXX"), "error badMagic")
+    handshake_vector("order-handshake-kind-before-reserved", "Kind 2 at the owner and reserved 07: H6 before H7.", "owner",
+                     record(2, reserved=7), "error unexpectedKind")
+    handshake_vector("order-handshake-reserved-before-length", "Reserved 01 and a wrong length: H7 before H8.", "owner",
+                     record(1, b"ab", length=9, reserved=1), "error reservedBytes")
+    print("wrote", len(os.listdir(NAMED)), "vectors to", os.path.normpath(NAMED))
 
 main()

@@ -67,13 +67,36 @@ ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, in
     return sendmsg(fd, &msg, flags);
 }
 
-/* Moves the SCM_RIGHTS descriptors of `msg` into `fds` (up to `maxfds`; extra ones are
- * closed) and reports any other ancillary data. */
-static void collect_fds(struct msghdr *msg, int *fds, int maxfds, int *nfds, int *unexpected_control) {
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
+#endif
+
+/* Moves the SCM_RIGHTS descriptors of `msg` into the record's `fds` (up to `maxfds`; extra
+ * ones are closed), takes one SCM_CREDENTIALS into its credential fields, and reports any
+ * other ancillary data (closing a pidfd that came as one). */
+static void collect_fds(struct msghdr *msg, struct crlk_record *record, int maxfds) {
+    int *fds = record->fds;
+    int *nfds = &record->fd_count;
+    int *unexpected_control = &record->unexpected_control;
     *nfds = 0;
     *unexpected_control = 0;
+    record->has_credentials = 0;
     for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(msg); cmsg != NULL; cmsg = CMSG_NXTHDR(msg, cmsg)) {
-        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_CREDENTIALS
+            && cmsg->cmsg_len == CMSG_LEN(sizeof(struct ucred)) && !record->has_credentials) {
+            struct ucred credentials;
+            memcpy(&credentials, CMSG_DATA(cmsg), sizeof credentials);
+            record->has_credentials = 1;
+            record->pid = credentials.pid;
+            record->uid = credentials.uid;
+            record->gid = credentials.gid;
+        } else if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_PIDFD
+                   && cmsg->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int pidfd;
+            memcpy(&pidfd, CMSG_DATA(cmsg), sizeof pidfd);
+            close(pidfd);
+            *unexpected_control = 1;
+        } else if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
             int count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
             for (int i = 0; i < count; i++) {
                 int received;
@@ -97,6 +120,13 @@ static int wanted_fds(const struct crlk_record *record) {
     return record->max_fds > max_fds ? max_fds : record->max_fds;
 }
 
+/* Room for the descriptors and for one SCM_CREDENTIALS message. */
+static size_t control_space(const struct crlk_record *record) {
+    return CMSG_SPACE(sizeof(int) * (size_t)wanted_fds(record)) + CMSG_SPACE(sizeof(struct ucred));
+}
+
+enum { control_capacity = CMSG_SPACE(sizeof(int) * max_fds) + CMSG_SPACE(sizeof(struct ucred)) };
+
 static void prepare(struct msghdr *header, struct iovec *iov, const struct crlk_record *record, char *control) {
     memset(header, 0, sizeof *header);
     iov->iov_base = record->buffer;
@@ -104,13 +134,13 @@ static void prepare(struct msghdr *header, struct iovec *iov, const struct crlk_
     header->msg_iov = iov;
     header->msg_iovlen = 1;
     header->msg_control = control;
-    header->msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)wanted_fds(record));
+    header->msg_controllen = control_space(record);
 }
 
 static void finish(struct crlk_record *record, struct msghdr *header, unsigned length) {
     record->length = length;
     record->msg_flags = header->msg_flags;
-    collect_fds(header, record->fds, wanted_fds(record), &record->fd_count, &record->unexpected_control);
+    collect_fds(header, record, wanted_fds(record));
 }
 
 int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags) {
@@ -119,7 +149,7 @@ int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags)
          * buffers sized for one record: the usual receive touches the least stack. */
         struct msghdr header;
         struct iovec iov;
-        char control[CMSG_SPACE(sizeof(int) * max_fds)];
+        char control[control_capacity] __attribute__((aligned(8)));
         prepare(&header, &iov, &records[0], control);
         ssize_t length = recvmsg(fd, &header, flags | MSG_CMSG_CLOEXEC);
         if (length < 0) return -1;
@@ -128,7 +158,7 @@ int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags)
     }
     struct mmsghdr msgs[max_records];
     struct iovec iovs[max_records];
-    char control[max_records][CMSG_SPACE(sizeof(int) * max_fds)];
+    char control[max_records][control_capacity] __attribute__((aligned(8)));
     if (count > max_records) count = max_records;
     for (int i = 0; i < count; i++) {
         prepare(&msgs[i].msg_hdr, &iovs[i], &records[i], control[i]);
@@ -142,4 +172,40 @@ int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags)
 long crlk_eventfd_ring(int fd) {
     uint64_t one = 1;
     return syscall(SYS_write, fd, &one, sizeof one);
+}
+
+int crlk_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}
+
+ssize_t crlk_send_with_credentials(int fd, const void *buf, size_t len, pid_t pid, uid_t uid, gid_t gid, int flags) {
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    union {
+        struct cmsghdr header;
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_CREDENTIALS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(struct ucred));
+    struct ucred credentials = { .pid = pid, .uid = uid, .gid = gid };
+    memcpy(CMSG_DATA(cmsg), &credentials, sizeof credentials);
+    return sendmsg(fd, &msg, flags);
+}
+
+int crlk_accept_nonblocking(int fd) {
+    return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }

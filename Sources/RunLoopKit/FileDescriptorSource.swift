@@ -24,6 +24,8 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     public let fileDescriptor: Int32
     let events: Events
     let order: Int
+    /// The epoll token of `source1Registrations`.
+    private let registrationToken = Source1Token.next()
     private let handler: @Sendable (FileDescriptorSource, Events) -> Void
     let membership = LoopMembership()
 
@@ -59,6 +61,18 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     var sortOrder: Int? { order }
     func registerDescriptors(in modeState: ModeState) { modeState.watch(self) }
     func unregisterDescriptors(from modeState: ModeState) { modeState.unwatch(self) }
+
+    /// The descriptor as a registration of its own, for a source that is not an item but a
+    /// port's private watcher, registered in the modes that hold the port (a named port's
+    /// listener, handshakes and timer): its descriptor is the port's alone, so it needs none of
+    /// the sharing of `watch`.
+    var source1Registrations: [Source1Registration] {
+        var interest: Epoll.Interest = []
+        if events.contains(.readable) { interest.insert(.readable) }
+        if events.contains(.writable) { interest.insert(.writable) }
+        return [Source1Registration(token: registrationToken, descriptor: FileDescriptor(rawValue: fileDescriptor),
+                                    interest: interest, source: .fileDescriptors([self]))]
+    }
 
     /// Calls the handler with the subset of `ready` the source asked for; false if nothing ran.
     func handle(_ ready: Events) -> Bool {

@@ -17,12 +17,23 @@ extension MessagePort {
         public var components: [Component]
         /// The sender's `from:` port: where a reply should go.
         public var replyPort: MessagePort?
+        /// The process that sent the frame, as the kernel reported it; nil for a message sent in
+        /// this process (read through `sender`).
+        var kernelSender: MessagePort.Sender?
 
         /// A message with `msgid`, `components` and an optional reply port. Any thread.
         public init(msgid: UInt32, components: [Component] = [], replyPort: MessagePort? = nil) {
             self.msgid = msgid
             self.components = components
             self.replyPort = replyPort
+        }
+
+        /// A message read from a frame, with the sender the kernel reported.
+        init(msgid: UInt32, components: [Component], replyPort: MessagePort?, sender: MessagePort.Sender?) {
+            self.msgid = msgid
+            self.components = components
+            self.replyPort = replyPort
+            kernelSender = sender
         }
 
         /// The Data component at `index`, or nil when there is none or it is a port.

@@ -42,6 +42,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// A proxy's eventfd that wakes senders blocked on a full socket when the proxy is
         /// invalidated; made by the first sender that has to wait.
         @exclusivity(unchecked) var invalidationBell: EventFD?
+        /// The name this port is published under (MessagePort+Names.swift).
+        @exclusivity(unchecked) var publication: NameListener?
+        /// Told once when the port is invalidated: requests waiting for it (MessagePort+Request.swift).
+        @exclusivity(unchecked) var invalidationWatchers: [UInt64: @Sendable () -> Void] = [:]
         /// The `messages()` sequence that is the receiver, by number; nil when it is not.
         @exclusivity(unchecked) var consumer: UInt64?
         @exclusivity(unchecked) var consumersMade: UInt64 = 0
@@ -127,6 +131,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         state.sharedSendRight?.close()
         state.invalidationBell?.close()
         state.connections?.closeAll()
+        state.publication?.close()
     }
 
     // MARK: - Receiving side
@@ -306,6 +311,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         consumer?.resume(returning: nil)
         for sender in senders { sender.continuation.resume(returning: .invalidated) }
         loop?.removeEverywhere(self)
+        didInvalidate()
         handler?(self)
     }
 
@@ -342,6 +348,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         var registrations = [Source1Registration(token: token, descriptor: doorbell!.descriptor,
                                                  interest: [.readable, .edgeTriggered], source: .portDoorbell(self))]
         lock.withLock {
+            registrations += state.publication?.registrations ?? []
             guard let connections = state.connections else { return }
             for connection in connections.registered {
                 registrations.append(registration(of: connection, in: connections))

@@ -9,7 +9,7 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidPort
     /// The queue stayed full until the deadline.
     case timedOut
-    /// The task sending or receiving was cancelled; nothing was queued.
+    /// The task sending, receiving or waiting for a reply was cancelled; nothing was queued.
     case cancelled
     /// The message is larger than the transport allows.
     case messageTooLarge(limit: Int)
@@ -20,6 +20,19 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformedFrame(FrameError)
     /// The descriptor given as a send right is not an AF_UNIX SOCK_SEQPACKET socket.
     case notASendRight
+    /// `publish(as:)`: a live port (in this or another process) holds the name.
+    case nameInUse(String)
+    /// `connect(to:)`: no port is published under the name in the caller's scope or the system's.
+    case nameNotFound(String)
+    /// The name is not 1–100 bytes of `[A-Za-z0-9._-]`.
+    case invalidName(String)
+    /// The port's access policy refuses this process (`connect`), or refused a frame's sender
+    /// (reported through the transport error handler; the connection was dropped).
+    case accessDenied
+    /// `sendRequest`: the request was queued but no reply came within the timeout.
+    case replyTimedOut
+    /// A named-port handshake broke Protocols/named-ports.md (the owner dropped the connection).
+    case handshakeFailed(HandshakeError)
 
     public var description: String {
         switch self {
@@ -30,6 +43,12 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .resourceExhausted(let code): "resource exhausted: \(String(cString: strerror(code))) (errno \(code))"
         case .malformedFrame(let reason): "malformed frame from a peer process: \(reason.rawValue)"
         case .notASendRight: "the descriptor is not a port send right (an AF_UNIX SOCK_SEQPACKET socket)"
+        case .nameInUse(let name): "the port name '\(name)' is held by a live port"
+        case .nameNotFound(let name): "no port is published as '\(name)'"
+        case .invalidName(let name): "'\(name)' is not a port name (1–100 bytes of A-Z a-z 0-9 . _ -)"
+        case .accessDenied: "the port's access policy refuses this process"
+        case .replyTimedOut: "no reply arrived within the request's timeout"
+        case .handshakeFailed(let reason): "named-port handshake failed: \(reason.rawValue)"
         }
     }
 }

@@ -435,13 +435,4 @@ func openDescriptorCount() -> Int {
 
 // MARK: - main
 
-switch CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "" {
-case "client": client()
-case "forward": forward()
-case "third": third()
-case "own": own()
-case "stream": stream()
-case "exhaust": exhaust()
-default:
-    fail("usage: PortPeer client <fd> <expectedReply> | forward <fd> | third <fd> | own <fd> | stream <fd> | exhaust")
-}
+runMode()

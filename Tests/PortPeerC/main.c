@@ -17,6 +17,15 @@
  *   PortPeerC vectors <directory>
  *       Decodes every *.vector file of the directory with this decoder and checks it against
  *       the expectation; re-encodes the valid ones and compares the bytes.
+ *   PortPeerC connect <name> <expectedReplyText>
+ *       Connects to the named port <name> as Protocols/named-ports.md section 4.1 says (own
+ *       scope, then the system's; the listener's uid checked), then does what `request` does
+ *       over the connection.
+ *   PortPeerC lie <name>
+ *       Connects and sends HELLO with SCM_CREDENTIALS claiming pid 1; prints whether the kernel
+ *       refused it and what the owner answered.
+ *   PortPeerC named-vectors <directory>
+ *       Checks the address and handshake vectors of named-ports.md section 8.
  *
  * Output: one line per event on stdout ("received msgid=... data=..."), errors on stderr.
  * Exit status 0 on success, 1 on any mismatch or error.
@@ -24,6 +33,9 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <sys/un.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -718,6 +730,289 @@ static int mode_vectors(const char *directory) {
     return failures == 0 && count > 0 ? 0 : 1;
 }
 
+
+/* ---- Named ports (Protocols/named-ports.md) ----------------------------------------------- */
+
+#define RLKN_HEADER 8u
+#define RLKN_MAX_NAME 100u
+#define RLKN_HELLO 1u
+#define RLKN_WELCOME 2u
+#define RLKN_DENIED 3u
+#define RLKN_UNKNOWN_NAME 4u
+
+static int is_name(const uint8_t *name, size_t n) {
+    if (n < 1 || n > RLKN_MAX_NAME) return 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = name[i];
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* Section 3.2: the abstract address (without the leading NUL) of `name` in the scope of `uid`. */
+static size_t named_address(const char *name, uint32_t uid, char out[108]) {
+    char scope[32];
+    int scope_len = snprintf(scope, sizeof scope, "runloopkit/%u/", uid);
+    size_t n = strlen(name);
+    if ((size_t)scope_len + n <= 107) {
+        memcpy(out, scope, (size_t)scope_len);
+        memcpy(out + scope_len, name, n);
+        return (size_t)scope_len + n;
+    }
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) hash = (hash ^ (uint8_t)name[i]) * 0x100000001b3ull;
+    return (size_t)snprintf(out, 108, "%s~%016llx", scope, (unsigned long long)hash);
+}
+
+/* Section 4.3 H3-H9 for a record read by `owner_side` (HELLO) or the client (answers). Returns
+ * NULL and the kind (and the name for HELLO) or the reason. */
+static const char *handshake_decode(const uint8_t *r, size_t n, int owner_side, unsigned *kind,
+                                    const uint8_t **name, size_t *name_len) {
+    if (n < RLKN_HEADER) return "truncated";
+    if (memcmp(r, "RLKN", 4) != 0) return "badMagic";
+    if (r[4] != 1) return "unsupportedVersion";
+    if (owner_side ? r[5] != RLKN_HELLO : (r[5] < RLKN_WELCOME || r[5] > RLKN_UNKNOWN_NAME)) return "unexpectedKind";
+    if (r[7] != 0) return "reservedBytes";
+    if (n != RLKN_HEADER + r[6]) return "lengthMismatch";
+    if (r[5] == RLKN_HELLO ? !is_name(r + RLKN_HEADER, r[6]) : r[6] != 0) return "invalidName";
+    *kind = r[5];
+    *name = r + RLKN_HEADER;
+    *name_len = r[6];
+    return NULL;
+}
+
+static size_t handshake_encode(unsigned kind, const char *name, uint8_t *out) {
+    size_t n = kind == RLKN_HELLO ? strlen(name) : 0;
+    memcpy(out, "RLKN", 4);
+    out[4] = 1;
+    out[5] = (uint8_t)kind;
+    out[6] = (uint8_t)n;
+    out[7] = 0;
+    memcpy(out + RLKN_HEADER, name, n);
+    return RLKN_HEADER + n;
+}
+
+/* Sections 3.4-3.5 and 4.1: connects to `name` in the scope of `uid` and checks the listener's
+ * uid. Returns the connected (blocking) socket, or -1 when the name is absent there. */
+static int named_connect_scope(const char *name, uint32_t uid) {
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    size_t len = named_address(name, uid, address.sun_path + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct timeval limit = {.tv_sec = WAIT_MS / 1000, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    if (connect(fd, (struct sockaddr *)&address, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) != 0) {
+        close(fd);
+        return -1;
+    }
+    struct ucred peer;
+    socklen_t peer_len = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 || peer.uid != uid) {
+        fprintf(stderr, "PortPeerC: listener of %s in scope %u is not uid %u: ignored\n", name, uid, uid);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads the owner's answer (section 4.1.4); returns its kind, 0 at end of stream, -1 on error. */
+static int read_answer(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, WAIT_MS) <= 0) {
+        fprintf(stderr, "PortPeerC: no answer within %d ms\n", WAIT_MS);
+        return -1;
+    }
+    uint8_t record[RLKN_HEADER + RLKN_MAX_NAME + 1];
+    ssize_t n = recv(fd, record, sizeof record, 0);
+    if (n < 0) return -1;
+    if (n == 0) return 0;
+    unsigned kind = 0;
+    const uint8_t *name;
+    size_t name_len;
+    const char *reason = handshake_decode(record, (size_t)n, 0, &kind, &name, &name_len);
+    if (reason != NULL) {
+        fprintf(stderr, "PortPeerC: malformed answer: %s\n", reason);
+        return -1;
+    }
+    return (int)kind;
+}
+
+/* connect <name> <expectedReply>: the client of section 4.1, then mode_request over the
+ * connection. */
+static int mode_connect(const char *name, const char *expected) {
+    if (!is_name((const uint8_t *)name, strlen(name))) {
+        fprintf(stderr, "PortPeerC: invalidName\n");
+        return 1;
+    }
+    uint32_t scopes[2] = {(uint32_t)geteuid(), 0};
+    for (int i = 0; i < (scopes[0] == 0 ? 1 : 2); i++) {
+        int fd = named_connect_scope(name, scopes[i]);
+        if (fd < 0) continue;
+        uint8_t hello[RLKN_HEADER + RLKN_MAX_NAME];
+        size_t size = handshake_encode(RLKN_HELLO, name, hello);
+        if (send(fd, hello, size, MSG_NOSIGNAL) != (ssize_t)size) {
+            close(fd);
+            continue;
+        }
+        int kind = read_answer(fd);
+        if (kind == RLKN_WELCOME) {
+            printf("welcome\n");
+            fflush(stdout);
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+            return mode_request(fd, expected);
+        }
+        close(fd);
+        if (kind == RLKN_DENIED) {
+            printf("denied\n");
+            return 1;
+        }
+        if (kind < 0) return 1;
+    }
+    printf("nameNotFound\n");
+    return 1;
+}
+
+/* lie <name>: connects and sends HELLO with SCM_CREDENTIALS claiming pid 1 (section 5.2: the
+ * kernel refuses that to an unprivileged process). Prints what the kernel and the owner said. */
+static int mode_lie(const char *name) {
+    int fd = named_connect_scope(name, (uint32_t)geteuid());
+    if (fd < 0) fd = named_connect_scope(name, 0);
+    if (fd < 0) {
+        printf("nameNotFound\n");
+        return 1;
+    }
+    uint8_t hello[RLKN_HEADER + RLKN_MAX_NAME];
+    size_t size = handshake_encode(RLKN_HELLO, name, hello);
+    union {
+        struct cmsghdr header;
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {.iov_base = hello, .iov_len = size};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_CREDENTIALS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(struct ucred));
+    struct ucred lie = {.pid = 1, .uid = geteuid(), .gid = getegid()};
+    memcpy(CMSG_DATA(cmsg), &lie, sizeof lie);
+    if (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) {
+        printf("lie refused: %s\n", errno == EPERM ? "EPERM" : strerror(errno));
+    } else {
+        printf("lie sent\n");
+    }
+    fflush(stdout);
+    int kind = read_answer(fd);
+    printf("answer: %s\n", kind == RLKN_WELCOME ? "welcome" : kind == RLKN_DENIED ? "denied" : kind == 0 ? "closed" : "error");
+    close(fd);
+    return 0;
+}
+
+/* named-vectors <directory>: section 8 of named-ports.md. */
+static int check_named_vector(const char *path) {
+    FILE *file = fopen(path, "r");
+    if (file == NULL) return 1;
+    char line[4096], name[256] = "", expect[256] = "", side[16] = "";
+    static uint8_t record[4096], address[512];
+    long record_len = 0, address_len = 0;
+    long uid = -1;
+    while (fgets(line, sizeof line, file) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '#' || line[0] == '\0') continue;
+        char *colon = strchr(line, ':');
+        if (colon == NULL) continue;
+        *colon = '\0';
+        char *arg = colon + 1;
+        while (*arg == ' ') arg++;
+        if (strcmp(line, "name") == 0) {
+            snprintf(name, sizeof name, "%s", arg);
+        } else if (strcmp(line, "name-repeat") == 0) {
+            char c;
+            int count;
+            if (sscanf(arg, "%c %d", &c, &count) == 2 && count < 255) {
+                memset(name, c, (size_t)count);
+                name[count] = '\0';
+            }
+        } else if (strcmp(line, "uid") == 0) {
+            uid = strtol(arg, NULL, 10);
+        } else if (strcmp(line, "address") == 0) {
+            long n = parse_hex(arg, address + address_len, sizeof address - (size_t)address_len);
+            if (n < 0) break;
+            address_len += n;
+        } else if (strcmp(line, "record") == 0) {
+            long n = parse_hex(arg, record + record_len, sizeof record - (size_t)record_len);
+            if (n < 0) break;
+            record_len += n;
+        } else if (strcmp(line, "side") == 0) {
+            snprintf(side, sizeof side, "%s", arg);
+        } else if (strcmp(line, "expect") == 0) {
+            snprintf(expect, sizeof expect, "%s", arg);
+        }
+    }
+    fclose(file);
+    if (uid >= 0) {
+        char derived[108];
+        size_t n = named_address(name, (uint32_t)uid, derived);
+        int ok = (long)n == address_len && memcmp(derived, address, n) == 0;
+        if (!ok) fprintf(stderr, "PortPeerC: %s: derived address %.*s differs\n", path, (int)n, derived);
+        return ok ? 0 : 1;
+    }
+    unsigned kind = 0;
+    const uint8_t *hello_name;
+    size_t hello_len;
+    const char *reason = handshake_decode(record, (size_t)record_len, strcmp(side, "owner") == 0, &kind, &hello_name, &hello_len);
+    if (strncmp(expect, "error ", 6) == 0) {
+        int ok = reason != NULL && strcmp(reason, expect + 6) == 0;
+        if (!ok) fprintf(stderr, "PortPeerC: %s: expected %s, got %s\n", path, expect, reason ? reason : "ok");
+        return ok ? 0 : 1;
+    }
+    if (reason != NULL) {
+        fprintf(stderr, "PortPeerC: %s: rejected (%s), expected %s\n", path, reason, expect);
+        return 1;
+    }
+    char expected_name[256] = "";
+    unsigned expected_kind = strcmp(expect, "welcome") == 0 ? RLKN_WELCOME
+        : strcmp(expect, "denied") == 0 ? RLKN_DENIED
+        : strcmp(expect, "unknown-name") == 0 ? RLKN_UNKNOWN_NAME : RLKN_HELLO;
+    if (expected_kind == RLKN_HELLO) snprintf(expected_name, sizeof expected_name, "%s", expect + 6);
+    uint8_t encoded[RLKN_HEADER + 256];
+    size_t size = handshake_encode(expected_kind, expected_name, encoded);
+    int ok = kind == expected_kind && (long)size == record_len && memcmp(encoded, record, size) == 0
+        && (kind != RLKN_HELLO || (hello_len == strlen(expected_name) && memcmp(hello_name, expected_name, hello_len) == 0));
+    if (!ok) fprintf(stderr, "PortPeerC: %s: decoded or re-encoded differently\n", path);
+    return ok ? 0 : 1;
+}
+
+static int mode_named_vectors(const char *directory) {
+    DIR *dir = opendir(directory);
+    if (dir == NULL) {
+        perror("PortPeerC: opendir");
+        return 1;
+    }
+    unsigned count = 0, failures = 0;
+    struct dirent *entry;
+    char path[4096];
+    while ((entry = readdir(dir)) != NULL) {
+        size_t len = strlen(entry->d_name);
+        if (len <= 7 || strcmp(entry->d_name + len - 7, ".vector") != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", directory, entry->d_name);
+        count++;
+        if (check_named_vector(path) != 0) failures++;
+    }
+    closedir(dir);
+    if (failures == 0) printf("named vectors: %u passed\n", count);
+    else printf("named vectors: %u of %u failed\n", failures, count);
+    return failures == 0 && count > 0 ? 0 : 1;
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -732,9 +1027,15 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "vectors") == 0) {
         return mode_vectors(argv[2]);
     }
+    if (argc == 4 && strcmp(argv[1], "connect") == 0) return mode_connect(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "lie") == 0) return mode_lie(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "named-vectors") == 0) return mode_named_vectors(argv[2]);
     fprintf(stderr,
             "usage: PortPeerC request <sendRightFD> <expectedReplyText>\n"
             "       PortPeerC serve <receiveFD>\n"
-            "       PortPeerC vectors <directory>\n");
+            "       PortPeerC vectors <directory>\n"
+            "       PortPeerC connect <name> <expectedReplyText>\n"
+            "       PortPeerC lie <name>\n"
+            "       PortPeerC named-vectors <directory>\n");
     return 2;
 }

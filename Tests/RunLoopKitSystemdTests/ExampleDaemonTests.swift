@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopKit
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -8,19 +9,36 @@ import Glibc
 /// plays systemd's notify socket, real signals drive reload and shutdown.
 @Suite("example-daemon")
 struct ExampleDaemonTests {
-    @Test("under systemd: READY=1, repeated WATCHDOG=1, reload, STOPPING=1 on SIGTERM, exit 0")
+    @Test("under systemd: READY=1, repeated WATCHDOG=1, example-client served 1,000 requests by name, reload, STOPPING=1 on SIGTERM, exit 0")
     func notifyProtocol() async throws {
         let socket = try NotifySocket()
+        let (config, name) = try daemonConfiguration()
+        defer { unlink(config) }
         let daemon = try DaemonProcess(environment: [
             "NOTIFY_SOCKET": socket.path,
             "WATCHDOG_USEC": "200000",          // keep-alive every 100 ms
-        ])
+        ], arguments: [config])
 
         let ready = try await socket.waitFor("READY=1")
         #expect(ready.contains { $0.hasPrefix("STATUS=") }, "READY=1 comes with a STATUS=: \(ready)")
         for _ in 0..<3 {
             try await socket.waitFor("WATCHDOG=1")
         }
+        let clientDone = Locked(false)
+        let started = try ExampleClientProcess(["--name", name, "--count", "1000", "--quiet"])
+        let client = Task {
+            defer { clientDone.withLock { $0 = true } }
+            return await started.finish(timeout: .seconds(60))
+        }
+        // Keep reading the notify socket while the client runs, as systemd does: a full datagram
+        // queue would block the daemon's next sd_notify.
+        while !clientDone.withLock({ $0 }) {
+            _ = await socket.nextDatagram(before: .now + .milliseconds(200))
+        }
+        let (clientExit, clientOutput) = await client.value
+        #expect(clientExit == .exited(0), "\(clientOutput)")
+        #expect(clientOutput.contains("done: 1000 correct replies"), "\(clientOutput)")
+        try await socket.waitFor("WATCHDOG=1")   // the loop kept its keep-alive going meanwhile
 
         daemon.send(SIGHUP)
         let reloading = try await socket.waitFor("RELOADING=1")
@@ -35,7 +53,7 @@ struct ExampleDaemonTests {
         let exit = await daemon.waitForExit()
         #expect(exit == .exited(0), "daemon \(exit); stdout: \(daemon.output.withLock { $0 })")
         let summary = try await daemon.waitForLine(startingWith: "stopped")
-        #expect(summary.hasSuffix(" 0 unanswered"), "every accepted request answered: \(summary)")
+        #expect(summary.hasPrefix("stopped: 1000 answered, 0 unanswered"), "every request answered: \(summary)")
         let stoppingIndex = socket.received.withLock { $0.firstIndex(of: "STOPPING=1") }
         let readyIndex = socket.received.withLock { $0.firstIndex(of: "READY=1") }
         #expect(readyIndex != nil && stoppingIndex != nil && readyIndex! < stoppingIndex!)
@@ -55,17 +73,15 @@ struct ExampleDaemonTests {
         #expect(summary.hasSuffix(" 0 unanswered"), "\(summary)")
     }
 
-    @Test("SIGTERM under steady load: every accepted request answered, exit 0")
+    @Test("SIGTERM under steady load from example-client: every accepted request answered, exit 0")
     func drainsInFlightRequests() async throws {
-        // A request every millisecond keeps both workers busy, so SIGTERM lands mid-stream.
-        let config = FileManager.default.temporaryDirectory
-            .appendingPathComponent("rlk-daemon-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).conf")
-        try "request_interval_ms = 1\nstatus_interval_ms = 50\n".write(to: config, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: config) }
+        let (config, name) = try daemonConfiguration("status_interval_ms = 50\n")
+        defer { unlink(config) }
         let socket = try NotifySocket()
-        let daemon = try DaemonProcess(environment: ["NOTIFY_SOCKET": socket.path], arguments: [config.path])
+        let daemon = try DaemonProcess(environment: ["NOTIFY_SOCKET": socket.path], arguments: [config])
         try await socket.waitFor("READY=1")
-        // Wait until a STATUS= reports answered requests, i.e. traffic is flowing.
+        // A client that would run for minutes keeps both workers busy, so SIGTERM lands mid-stream.
+        let client = try ExampleClientProcess(["--name", name, "--count", "100000000", "--rounds", "20000", "--quiet"])
         let deadline = ContinuousClock.now + patience
         var flowing = false
         while !flowing, let lines = await socket.nextDatagram(before: deadline) {
@@ -79,5 +95,36 @@ struct ExampleDaemonTests {
         #expect(summary.hasSuffix(" 0 unanswered"), "\(summary)")
         let answered = summary.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
         #expect(answered > 0, "\(summary)")
+        let (clientExit, clientOutput) = await client.finish(timeout: .seconds(120))
+        #expect(clientExit == .exited(1), "the client reports the daemon going away: \(clientOutput)")
+    }
+
+    @Test("socket activation: a client started before the daemon is served once the daemon is up")
+    func socketActivation() async throws {
+        let (config, name) = try daemonConfiguration()
+        defer { unlink(config) }
+        // What systemd does for example-daemon.socket: bind the name in this user's scope and listen.
+        let listening = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        try #require(listening >= 0)
+        defer { close(listening) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array("runloopkit/\(geteuid())/\(name)".utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.baseAddress!.advanced(by: 1).copyMemory(from: bytes, byteCount: bytes.count) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + bytes.count)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listening, $0, length) } }
+        try #require(bound == 0 && listen(listening, 16) == 0, "errno \(errno)")
+
+        let client = try ExampleClientProcess(["--name", name, "--count", "5"])
+        // The client's connection waiting in the backlog makes the listening socket readable:
+        // it connected (and waits for its answer) while no daemon runs.
+        #expect(await onNewThread { waitReadable(listening, before: .now + patience) }, "the client never connected")
+        let daemon = try DaemonProcess(environment: [:], arguments: [config], listeningSocket: listening, activationName: name)
+        try await daemon.waitForLine(startingWith: "ready")
+        let (clientExit, clientOutput) = await client.finish(timeout: .seconds(60))
+        #expect(clientExit == .exited(0), "\(clientOutput)")
+        #expect(clientOutput.contains("done: 5 correct replies"), "\(clientOutput)")
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit() == .exited(0))
     }
 }

@@ -135,9 +135,14 @@ final class DaemonProcess: Sendable {
     }
 
     /// Starts the daemon with the test's environment minus the systemd variables, plus
-    /// `environment`. Signals are reset to their defaults and unblocked in the child.
-    init(environment: [String: String], arguments: [String] = []) throws {
-        let path = try Self.executablePath()
+    /// `environment`. Signals are reset to their defaults and unblocked in the child. With a
+    /// `listeningSocket`, the daemon is socket-activated as systemd would do it: the socket at
+    /// descriptor 3, LISTEN_FDS=1, LISTEN_FDNAMES=`activationName`, LISTEN_PID the daemon's pid
+    /// (set by a shell that then execs the daemon, keeping its pid).
+    init(environment: [String: String], arguments: [String] = [], listeningSocket: Int32? = nil,
+         activationName: String = "example-daemon") throws {
+        let daemon = try Self.executablePath()
+        let path = listeningSocket == nil ? daemon : "/bin/sh"
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
             throw TestFailure("socketpair: errno \(errno)")
@@ -146,15 +151,25 @@ final class DaemonProcess: Sendable {
         stdoutFD = pair[0]
 
         var env = ProcessInfo.processInfo.environment
-        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"] { env[key] = nil }
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] { env[key] = nil }
         env.merge(environment) { _, new in new }
+        var argStrings = [path] + arguments
+        if listeningSocket != nil {
+            env["LISTEN_FDS"] = "1"
+            env["LISTEN_FDNAMES"] = activationName
+            argStrings = [path, "-c", "LISTEN_PID=$$ exec \"$0\" \"$@\"", daemon] + arguments
+        }
         let envStrings = env.map { "\($0.key)=\($0.value)" }
-        let argStrings = [path] + arguments
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, pair[1], STDOUT_FILENO)
+        // Through a spare number, so that dup2 never maps a descriptor onto itself (which
+        // would leave it close-on-exec).
+        let spare = listeningSocket.map { fcntl($0, F_DUPFD_CLOEXEC, 10) } ?? -1
+        defer { if spare >= 0 { close(spare) } }
+        if spare >= 0 { posix_spawn_file_actions_adddup2(&actions, spare, 3) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -273,4 +288,46 @@ func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?
     pointers.append(nil)
     defer { pointers.forEach { free($0) } }
     return body(pointers)
+}
+
+/// example-client (next to example-daemon) running with some arguments, started on the calling thread (so it runs even while the
+/// concurrency pool is busy).
+struct ExampleClientProcess: @unchecked Sendable {
+    let process = Process()
+    let output = Pipe()
+
+    init(_ arguments: [String]) throws {
+        let path = (try DaemonProcess.executablePath() as NSString).deletingLastPathComponent + "/example-client"
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+    }
+
+    /// Waits for the exit (on threads of its own); kills the client after `timeout`.
+    func finish(timeout: Duration = patience) async -> (DaemonProcess.Exit, String) {
+        let pid = process.processIdentifier
+        let killer = Task {
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { kill(pid, SIGKILL) }
+        }
+        let output = output, process = process
+        let text: String = await onNewThread("client-reader") {
+            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        await onNewThread("client-wait") { process.waitUntilExit() }
+        killer.cancel()
+        let exit: DaemonProcess.Exit = process.terminationReason == .exit
+            ? .exited(process.terminationStatus) : .signalled(process.terminationStatus)
+        return (exit, text)
+    }
+}
+
+/// A configuration file for the daemon with a unique name; removed by the caller.
+func daemonConfiguration(_ lines: String = "") throws -> (path: String, name: String) {
+    let name = "rlk-daemon-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent(name + ".conf").path
+    try "name = \(name)\n\(lines)".write(toFile: path, atomically: true, encoding: .utf8)
+    return (path, name)
 }

@@ -25,6 +25,7 @@ enum CrashCase: String, CaseIterable, Sendable {
     case twoConcurrentConsumers
     case messagesOnProxy
     case closedDescriptorSource
+    case publishProxy
 
     var expectedMessage: String {
         switch self {
@@ -36,6 +37,7 @@ enum CrashCase: String, CaseIterable, Sendable {
         case .twoConcurrentConsumers: "one consumer at a time"
         case .messagesOnProxy: "called on a proxy"
         case .closedDescriptorSource: "closed descriptor"
+        case .publishProxy: "only a local port can be published"
         }
     }
 }
@@ -88,7 +90,7 @@ struct PreconditionCrashEntry {
             loop.run()
         case .runUntilFromWrongThread:
             loop.run(until: .now + .seconds(1))
-        case .jobAfterThreadExited, .isolationCheckedOffThread, .twoConcurrentConsumers, .messagesOnProxy:
+        case .jobAfterThreadExited, .isolationCheckedOffThread, .twoConcurrentConsumers, .messagesOnProxy, .publishProxy:
             break
         case .portOnSecondRunLoop:
             let port = try MessagePort()
@@ -107,6 +109,11 @@ struct PreconditionCrashEntry {
             let fd = makeEventFD()
             close(fd)
             loop.add(FileDescriptorSource(fileDescriptor: fd, events: .readable) { _, _ in }, forMode: .default)
+        }
+        if which == .publishProxy {
+            let local = try MessagePort()
+            let proxy = try MessagePort(sendRight: try local.makeSendRight())
+            try proxy.publish(as: "rlk-crash-\(getpid())")
         }
         release.set()
         // Reaching this point means no precondition failure: exit normally so the parent sees it.
@@ -129,7 +136,7 @@ func runCrashChild(_ which: CrashCase, timeout: Duration = .seconds(120)) -> Chi
 @Suite("§2/§3.16 precondition failures name the mistake", .serialized)
 struct PreconditionFailureTests {
 
-    @Test("§2 running a loop off its thread or watching a closed descriptor, §3.16 a port on a second run loop, §3.21 a job after its thread exited and isolation checked off the thread, §3.22 two concurrent consumers and messages() on a proxy: precondition failures naming the mistake",
+    @Test("§2 running a loop off its thread or watching a closed descriptor, §3.16 a port on a second run loop, §3.21 a job after its thread exited and isolation checked off the thread, §3.22 two concurrent consumers and messages() on a proxy, §3.25 publishing a proxy: precondition failures naming the mistake",
           arguments: CrashCase.allCases)
     func misuseIsAPreconditionFailureNamingTheMistake(which: CrashCase) throws {
         let outcome = try #require(runCrashChild(which), "could not spawn the child test process")

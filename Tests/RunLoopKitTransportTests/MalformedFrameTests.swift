@@ -214,25 +214,30 @@ struct MalformedFrameTests {
         #expect(attachments.closeAndCountLeaks() == 0)
     }
 
-    @Test("ancillary data other than SCM_RIGHTS (SCM_CREDENTIALS): .unexpectedControlMessage, none leaks")
+    @Test("ancillary data other than SCM_RIGHTS and the kernel's SCM_CREDENTIALS (SCM_PIDFD): .unexpectedControlMessage, none leaks")
     func unexpectedControlMessage() throws {
         let receiver = try ReceivingPort(name: "malformed-credentials")
         defer { receiver.stop() }
         let attachments = Attachments()
         let right = try receiver.port.makeSendRight()
         defer { close(right) }
-        // SCM_CREDENTIALS arrives only on a socket with SO_PASSCRED, and only the receive end's
+        // Receive ends have SO_PASSCRED (one SCM_CREDENTIALS per record is expected). SCM_PIDFD
+        // arrives only on a socket with SO_PASSPIDFD (Linux 6.5+), and only the receive end's
         // options count: reach the port's one connection (white-box, via @testable).
         let receiveEnds = receiver.port.lock.withLock { receiver.port.state.connections?.sockets.values.map(\.socket.descriptor.rawValue) ?? [] }
         try #require(receiveEnds.count == 1)
         var on: Int32 = 1
-        try #require(setsockopt(receiveEnds[0], SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size)) == 0)
+        let soPassPidfd: Int32 = 76   // SO_PASSPIDFD, which Glibc's module does not export
+        try #require(setsockopt(receiveEnds[0], SOL_SOCKET, soPassPidfd, &on, socklen_t(MemoryLayout<Int32>.size)) == 0,
+                     "SO_PASSPIDFD needs Linux 6.5 or later")
+        let before = openDescriptorCount()
 
         try sendRaw(frame(msgid: 1, [.port]), descriptors: [attachments.socket(Int32(SOCK_SEQPACKET.rawValue))], on: right)
         #expect(receiver.waitForError() == .malformedFrame(.unexpectedControlMessage), "\(receiver.errors.value)")
         #expect(waitForHangUp(right))
         #expect(receiver.messages.value.isEmpty)
         #expect(attachments.closeAndCountLeaks() == 0)
+        #expect(waitUntil { openDescriptorCount() <= before - 1 }, "the pidfd that came with the record was closed too")
     }
 
     @Test("decode-level rejections over a real connection: dropped, reported, descriptors closed",

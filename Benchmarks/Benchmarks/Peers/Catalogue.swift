@@ -8,7 +8,8 @@ import CBenchmarkPeers
 /// in Swift, carrying `Data`): the floor under every Swift row.
 /// The cross-process ping-pong has two peers: the kernel's SEQPACKET socketpair (its
 /// baseline) and MessagePort's socketpair transport; the other frameworks have no port
-/// that crosses a process boundary. Its "C socketpair + epoll" reference is the baseline
+/// that crosses a process boundary; "RunLoopKit xnamed" is the same exchange over a published
+/// name (the initiator publishes, the responder connects by name). Its "C socketpair + epoll" reference is the baseline
 /// asleep in epoll_wait: the kernel's floor under any event loop.
 /// The async workloads keep the C eventfd rows as their baseline (the same C code as
 /// `pingpong` and `throughput`) and compare RunLoopKit with SwiftNIO's async counterparts
@@ -23,7 +24,7 @@ enum Catalogue {
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
-            [.cSocketpair, .cSocketpairEpoll, .runLoopKit]
+            [.cSocketpair, .cSocketpairEpoll, .runLoopKit, .runLoopKitNamed]
         case .actorhop:
             [.cEventfd, .defaultActor, .nio, .runLoopKit]
         case .asyncstream:
@@ -69,6 +70,7 @@ enum Catalogue {
         case (.actorhop, .defaultActor): DefaultActorPeer.actorHop(plan)
         case (.actorhop, .nio): NIOPeer.actorHop(plan)
         case (.actorhop, .runLoopKit): RunLoopKitPeer.actorHop(plan)
+        case (.xprocess, .runLoopKitNamed): RunLoopKitPeer.crossProcessPingPong(plan, named: true)
         default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
     }

@@ -24,7 +24,10 @@ extension RunLoopKitPeer {
     /// How long the initiator waits for the responder to exit once P is invalidated.
     private static let responderExitTimeout = Duration.seconds(10)
 
-    static func crossProcessPingPong(_ plan: LatencyPlan) -> LatencyMeasurement {
+    /// `named`: the `xnamed` row. P is published under a name and the responder connects to
+    /// it with `MessagePort.connect(to:)` instead of inheriting a send right; everything after
+    /// the connection is the same.
+    static func crossProcessPingPong(_ plan: LatencyPlan, named: Bool = false) -> LatencyMeasurement {
         var cellDescriptor: Int32 = -1
         guard let cell = bench_responder_cell_create(&cellDescriptor) else {
             fail("RunLoopKit: cannot create the shared responder cell (memfd)")
@@ -55,13 +58,20 @@ extension RunLoopKitPeer {
         }
         initiator.runLoop.add(port, forMode: .default)
 
-        let sendRight: Int32
-        do { sendRight = try port.makeSendRight(inheritable: true) } catch {
-            fail("RunLoopKit: makeSendRight(inheritable: true): \(error)")
+        let pid: pid_t
+        if named {
+            let name = "rlk-bench-xnamed-\(getpid())"
+            do { try port.publish(as: name) } catch { fail("RunLoopKit: publish(as: \(name)): \(error)") }
+            // Spawned after `Pinning.apply`: in the pinned regime it inherits the one-CPU mask.
+            pid = spawnResponder(["--xprocess-echo-named", name, String(cellDescriptor)])
+        } else {
+            let sendRight: Int32
+            do { sendRight = try port.makeSendRight(inheritable: true) } catch {
+                fail("RunLoopKit: makeSendRight(inheritable: true): \(error)")
+            }
+            pid = spawnResponder(["--xprocess-echo", String(sendRight), String(cellDescriptor)])
+            close(sendRight)
         }
-        // Spawned after `Pinning.apply`: in the pinned regime it inherits the one-CPU mask.
-        let pid = spawnResponder(sendRight: sendRight, cell: cellDescriptor)
-        close(sendRight)
         close(cellDescriptor)
 
         let measurement = trips.waitForCompletion()
@@ -86,8 +96,13 @@ extension RunLoopKitPeer {
         let cell = ResponderCell(pointer: mapped)
         close(echo.cellDescriptor)
         let toInitiator: MessagePort
-        do { toInitiator = try MessagePort(sendRight: echo.sendRight) } catch {
-            fail("RunLoopKit responder: MessagePort(sendRight: \(echo.sendRight)): \(error)")
+        do {
+            switch echo.initiator {
+            case .sendRight(let descriptor): toInitiator = try MessagePort(sendRight: descriptor)
+            case .name(let name): toInitiator = try MessagePort.connect(to: name)
+            }
+        } catch {
+            fail("RunLoopKit responder: reaching the initiator's port (\(echo.initiator)): \(error)")
         }
         let loop = ThreadRunLoop.current
         let port = makePort()
@@ -123,14 +138,14 @@ extension RunLoopKitPeer {
     /// posix_spawn of this executable as the responder. The two descriptors cross exec
     /// because they are not close-on-exec; the responder's stdout goes to /dev/null, so
     /// that it never holds the pipe the parent of this case reads its result from.
-    private static func spawnResponder(sendRight: Int32, cell: Int32) -> pid_t {
+    private static func spawnResponder(_ responderArguments: [String]) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
         // The executable's own path rather than /proc/self/exe, so that ps names it.
         let path = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/proc/self/exe"
-        let arguments = [path, "--xprocess-echo", String(sendRight), String(cell)]
+        let arguments = [path] + responderArguments
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         var pid: pid_t = 0

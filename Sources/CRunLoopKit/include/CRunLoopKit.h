@@ -7,6 +7,7 @@
 #include <sys/signalfd.h>
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 
 /// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.
 /// Falls back to epoll_wait (timeout rounded up to whole milliseconds) on kernels before 5.11.
@@ -44,15 +45,36 @@ struct crlk_record {
     int fd_count;
     int msg_flags;
     int unexpected_control;
+    /// 1 when the record came with one SCM_CREDENTIALS message (the receive end has
+    /// SO_PASSCRED set): the kernel-verified pid, uid and gid of the process that sent it.
+    int has_credentials;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
 };
 
 /// recvmmsg(2) of up to `count` (at most 8) records — recvmsg(2) when `count` is 1, which costs
 /// less for the same work — into the callers' buffers, each with room for
 /// up to `max_fds` SCM_RIGHTS descriptors (received close-on-exec; extra ones are closed and
-/// flagged in `unexpected_control`, as is ancillary data other than SCM_RIGHTS).
+/// flagged in `unexpected_control`, as is ancillary data other than SCM_RIGHTS and one
+/// SCM_CREDENTIALS, whose pid/uid/gid fill the record's credential fields; a descriptor that
+/// came in any other control message (SCM_PIDFD) is closed).
 /// Returns how many arrived (fewer than `count` means none was left, with MSG_DONTWAIT),
 /// or -1 with errno (EAGAIN when none was queued).
 int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags);
+
+/// The kernel-verified credentials of the peer of a connected AF_UNIX socket (SO_PEERCRED):
+/// for a socket returned by connect(2), the process that called listen(2); for one returned
+/// by accept(2), the process that called connect(2). Returns 0, or -1 with errno.
+int crlk_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// Sends one record with an explicit SCM_CREDENTIALS message claiming `pid`, `uid` and `gid`
+/// (the kernel refuses claims the caller's privileges do not cover with EPERM). Returns what
+/// sendmsg(2) returns.
+ssize_t crlk_send_with_credentials(int fd, const void *buf, size_t len, pid_t pid, uid_t uid, gid_t gid, int flags);
+
+/// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC (glibc declares accept4 only under _GNU_SOURCE).
+int crlk_accept_nonblocking(int fd);
 
 /// Accessors for `struct epoll_event`, which is packed on x86_64 and awkward to touch from Swift.
 static inline uint32_t crlk_epoll_event_events(const struct epoll_event *e) { return e->events; }

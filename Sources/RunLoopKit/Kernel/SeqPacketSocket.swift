@@ -32,7 +32,8 @@ struct SeqPacketSocket: Sendable, Hashable {
         self.descriptor = descriptor
     }
 
-    private init(descriptor: FileDescriptor) { self.descriptor = descriptor }
+    /// Wraps a descriptor known to be a non-blocking SOCK_SEQPACKET socket (made by this layer).
+    init(descriptor: FileDescriptor) { self.descriptor = descriptor }
 
     /// Whether `descriptor` is an AF_UNIX SOCK_SEQPACKET socket (what a port send right is).
     static func isSeqPacketUnixSocket(_ descriptor: FileDescriptor) -> Bool {
@@ -128,7 +129,8 @@ final class ReceiveBatch {
                 capacity: bytesPerRecord,
                 fds: UnsafeMutablePointer<Int32>.allocate(capacity: descriptorsPerRecord),
                 max_fds: Int32(descriptorsPerRecord),
-                length: 0, fd_count: 0, msg_flags: 0, unexpected_control: 0)
+                length: 0, fd_count: 0, msg_flags: 0, unexpected_control: 0,
+                has_credentials: 0, pid: 0, uid: 0, gid: 0)
         }
     }
 
@@ -148,6 +150,8 @@ final class ReceiveBatch {
         var truncated: Bool
         var descriptorsTruncated: Bool
         var unexpectedControl: Bool
+        /// The sending process as the kernel reports it (the receive end has SO_PASSCRED set).
+        var credentials: Credentials?
         /// The peer closed its end: a zero-length record with no descriptors.
         var endOfStream: Bool { bytes.isEmpty && descriptors.isEmpty && !truncated }
     }
@@ -160,6 +164,8 @@ final class ReceiveBatch {
             descriptors: count == 0 ? [] : (0..<count).map { FileDescriptor(rawValue: record.fds[$0]) },
             truncated: record.msg_flags & Int32(MSG_TRUNC) != 0,
             descriptorsTruncated: record.msg_flags & Int32(MSG_CTRUNC) != 0,
-            unexpectedControl: record.unexpected_control != 0)
+            unexpectedControl: record.unexpected_control != 0,
+            credentials: record.has_credentials != 0
+                ? Credentials(pid: record.pid, uid: record.uid, gid: record.gid) : nil)
     }
 }

@@ -28,22 +28,33 @@ extension MessagePort {
     private func makeConnection(inheritable: Bool) throws(PortError) -> SeqPacketSocket {
         let (mine, theirs): (SeqPacketSocket, SeqPacketSocket)
         do { (mine, theirs) = try SeqPacketSocket.makePair(inheritable: inheritable) } catch { throw Self.portError(error) }
-        let added: (PortConnections.Connection, PortConnections)? = lock.withLock {
-            guard membership.isValid else { return nil }
-            if state.connections == nil { state.connections = PortConnections() }
-            return (state.connections!.add(mine), state.connections!)
-        }
-        guard let (connection, connections) = added else {
+        // Before the other end exists anywhere else: every frame read from it names its sender.
+        mine.setPassCredentials()
+        guard addConnection(mine, policy: nil) else {
             mine.close()
             theirs.close()
             throw .invalidPort
         }
+        return theirs
+    }
+
+    /// Makes `socket` one of this port's connections and registers it in the port's modes;
+    /// false (the caller closes it) when the port is invalid. With a `policy`, every frame's
+    /// sender must be admitted by it (checked on the loop thread, which alone calls this with one).
+    func addConnection(_ socket: SeqPacketSocket, policy: MessagePort.Access?) -> Bool {
+        let added: (PortConnections.Connection, PortConnections)? = lock.withLock {
+            guard membership.isValid else { return nil }
+            if state.connections == nil { state.connections = PortConnections() }
+            if let policy { state.connections!.policies[socket.descriptor.rawValue] = policy }
+            return (state.connections!.add(socket), state.connections!)
+        }
+        guard let (connection, connections) = added else { return false }
         // Unless the loop already dropped it (a peer that hung up at once, seen through a mode
         // that registered it meanwhile): its descriptor may be closed by now.
         membership.loop?.addRegistration(registration(of: connection, in: connections), for: self) {
-            lock.withLock { state.connections?.sockets[mine.descriptor.rawValue]?.token == connection.token }
+            lock.withLock { state.connections?.sockets[socket.descriptor.rawValue]?.token == connection.token }
         }
-        return theirs
+        return true
     }
 
     /// The descriptor to put in a frame for this port: a proxy's own send right, or a local
@@ -283,6 +294,14 @@ extension MessagePort {
             drop(socket, of: connections, reporting: nil)
             return 0
         }
+        // A connection made through a published name: its access policy holds for every frame,
+        // whoever holds the socket now (named-ports.md §5).
+        if !connections.policies.isEmpty, let policy = connections.policies[socket.descriptor.rawValue],
+           !(record.credentials.map(policy.admits) ?? false) {
+            for descriptor in record.descriptors { descriptor.close() }
+            drop(socket, of: connections, reporting: .accessDenied)
+            return 0
+        }
         switch message(from: record) {
         case .success(let message):
             lock.lock()
@@ -320,9 +339,10 @@ extension MessagePort {
         } catch {
             return .failure(error)
         }
+        let sender = record.credentials.flatMap(Sender.init(frameSender:))
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port components and no reply port.
-            return .success(Message(msgid: reader.msgid, components: reader.components { nil }))
+            return .success(Message(msgid: reader.msgid, components: reader.components { nil }, replyPort: nil, sender: sender))
         }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
@@ -332,7 +352,7 @@ extension MessagePort {
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
         let components = reader.components { proxies.next() }
         return .success(Message(msgid: reader.msgid, components: components,
-                                replyPort: reader.hasReplyPort ? proxies.next() : nil))
+                                replyPort: reader.hasReplyPort ? proxies.next() : nil, sender: sender))
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.
@@ -341,7 +361,15 @@ extension MessagePort {
         if let removed { membership.loop?.removeRegistration(registration(of: removed, in: connections), for: self) }
         socket.close()
         if removed != nil { lock.withLock { connections.didClose() } }
-        guard let error else { return }
+        if let error { reportTransportError(error, to: handler) }
+    }
+
+    /// Tells the transport error handler (or stderr) why a connection was dropped. Loop thread.
+    func reportTransportError(_ error: PortError) {
+        reportTransportError(error, to: lock.withLock { state.transportErrorHandler })
+    }
+
+    private func reportTransportError(_ error: PortError, to handler: (@Sendable (PortError) -> Void)?) {
         if let handler {
             handler(error)
         } else {

@@ -31,6 +31,9 @@ final class PortConnections: @unchecked Sendable {
     /// they can. Written only by the loop thread, with the port's lock held (registrations are
     /// computed under it on any thread), so the loop thread may also read it without the lock.
     @exclusivity(unchecked) var parked: [SeqPacketSocket] = []
+    /// Access policies of the connections made through a published name, by descriptor. Written
+    /// and read on the loop thread only (they are accepted and dropped there).
+    @exclusivity(unchecked) var policies: [Int32: MessagePort.Access] = [:]
     /// The receive buffer. Used on the loop thread only. Pages of the 64 KiB buffer that small
     /// frames never touch never become resident.
     let batch = ReceiveBatch(capacity: 1, bytesPerRecord: PortFrame.maximumFrameSize + 1,
@@ -48,6 +51,7 @@ final class PortConnections: @unchecked Sendable {
     func remove(_ socket: SeqPacketSocket) -> Connection? {
         pending.removeAll { $0 == socket }
         parked.removeAll { $0 == socket }
+        if !policies.isEmpty { policies[socket.descriptor.rawValue] = nil }
         let removed = sockets.removeValue(forKey: socket.descriptor.rawValue)
         if removed != nil { closing += 1 }
         return removed
@@ -75,6 +79,7 @@ final class PortConnections: @unchecked Sendable {
         sockets.removeAll()
         pending.removeAll()
         parked.removeAll()
+        policies.removeAll()
     }
 
     /// The registered (not parked) connections (lock held).

@@ -1,0 +1,281 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The owner's side of a published name (Protocols/named-ports.md §4–6): the listening socket,
+/// the connections that have not said HELLO yet, and a timerfd for their deadline. Its
+/// descriptors are Source1s of the port — registered in every mode that holds the port, like
+/// its connections — so accepting and handshaking happen on the port's loop thread, without
+/// blocking it: every socket is non-blocking, and a peer that stays silent only holds one
+/// pending slot until its deadline.
+///
+/// Locking: `state` is taken after the loop's and the port's locks, never before them. Every
+/// use of a descriptor happens with it held and `closed` false, so `close` (any thread) never
+/// closes a descriptor the loop thread is using.
+final class NameListener: Sendable {
+    let name: PortName
+    let access: MessagePort.Access
+
+    /// How long a connection may wait before its HELLO arrives.
+    static let helloTimeout: Duration = .seconds(5)
+    /// The most connections waiting for their HELLO; a new one crowds out the oldest.
+    static let maximumPending = 64
+    /// Connections accepted per readiness report, so a flood cannot monopolise the loop.
+    static let acceptBatch = 16
+    /// How long accepting pauses after the process ran out of descriptors.
+    static let exhaustionPause: Duration = .milliseconds(250)
+
+    private struct Pending {
+        let socket: SeqPacketSocket
+        let source: FileDescriptorSource
+        let deadline: ContinuousClock.Instant
+    }
+
+    private struct State {
+        var closed = false
+        var pending: [Int32: Pending] = [:]
+        /// Accepting is paused (unregistered) until the timer fires: out of descriptors.
+        var acceptPaused = false
+    }
+
+    private let listener: UnixListener
+    private let timer: TimerFD
+    private let state = Locked(State())
+    private let listenerSource: FileDescriptorSource
+    private let timerSource: FileDescriptorSource
+    private weak let port: MessagePort?
+
+    init(port: MessagePort, name: PortName, listener: UnixListener, access: MessagePort.Access) throws(Errno) {
+        self.name = name
+        self.access = access
+        self.listener = listener
+        timer = try TimerFD()
+        self.port = port
+        let box = WeakListener()
+        listenerSource = FileDescriptorSource(fileDescriptor: listener.descriptor.rawValue, events: .readable) { _, _ in
+            box.listener?.acceptWaiting()
+        }
+        timerSource = FileDescriptorSource(fileDescriptor: timer.descriptor.rawValue, events: .readable) { _, _ in
+            box.listener?.timerFired()
+        }
+        box.listener = self
+    }
+
+    /// The descriptors to register in each mode of the port (any thread; takes `state`).
+    var registrations: [Source1Registration] {
+        state.withLock { state in
+            guard !state.closed else { return [] }
+            var all = timerSource.source1Registrations
+            if !state.acceptPaused { all += listenerSource.source1Registrations }
+            for pending in state.pending.values { all += pending.source.source1Registrations }
+            return all
+        }
+    }
+
+    // MARK: - Loop thread
+
+    private func acceptWaiting() {
+        guard let port else { return }
+        for _ in 0..<Self.acceptBatch {
+            var crowdedOut: Pending?
+            let outcome: Result<Pending?, Errno> = state.withLock { state in
+                guard !state.closed else { return .success(nil) }
+                let socket: SeqPacketSocket?
+                do throws(Errno) { socket = try listener.accept() } catch { return .failure(error) }
+                guard let socket else { return .success(nil) }
+                if state.pending.count >= Self.maximumPending,
+                   let oldest = state.pending.values.min(by: { $0.deadline < $1.deadline }) {
+                    state.pending[oldest.socket.descriptor.rawValue] = nil
+                    crowdedOut = oldest
+                }
+                let fd = socket.descriptor.rawValue
+                let source = FileDescriptorSource(fileDescriptor: fd, events: .readable) { [weak self] _, _ in
+                    self?.helloReadable(socket)
+                }
+                let pending = Pending(socket: socket, source: source, deadline: .now + Self.helloTimeout)
+                state.pending[fd] = pending
+                return .success(pending)
+            }
+            if let crowdedOut { finish(crowdedOut, of: port, reporting: .handshakeFailed(.crowdedOut)) }
+            switch outcome {
+            case .success(nil):
+                rearmTimer()
+                return
+            case .success(let pending?):
+                for registration in pending.source.source1Registrations {
+                    port.membership.loop?.addRegistration(registration, for: port) {
+                        state.withLock { $0.pending[pending.socket.descriptor.rawValue] != nil }
+                    }
+                }
+            case .failure(let error):
+                // Out of descriptors: a level-triggered listener would wake the loop at once,
+                // over and over. Stop listening for a moment, and say why.
+                pauseAccepting(of: port)
+                port.reportTransportError(.resourceExhausted(errno: error.rawValue))
+                return
+            }
+        }
+        rearmTimer()
+    }
+
+    /// What a readable pending connection came to.
+    private enum HelloOutcome {
+        case accepted
+        /// The peer closed, or the answer could not be sent: dropped without a report.
+        case closedQuietly
+        case refused(PortError)
+    }
+
+    private func helloReadable(_ socket: SeqPacketSocket) {
+        guard let port else { return }
+        let fd = socket.descriptor.rawValue
+        let result: (Pending, HelloOutcome)? = state.withLock { state in
+            guard !state.closed, let pending = state.pending[fd] else { return nil }
+            let record: (bytes: [UInt8], credentials: Credentials?, extras: Bool)?
+            do {
+                record = try socket.receiveSmallRecord(capacity: Handshake.maximumSize)
+            } catch {
+                state.pending[fd] = nil
+                return (pending, .closedQuietly)
+            }
+            guard let record else { return nil }
+            state.pending[fd] = nil
+            return (pending, answer(record, peer: socket.peerCredentials, on: socket))
+        }
+        guard let (pending, outcome) = result else { return }
+        unregister(pending, from: port)
+        switch outcome {
+        case .accepted:
+            if !port.addConnection(pending.socket, policy: access) { pending.socket.close() }
+        case .closedQuietly:
+            pending.socket.close()
+        case .refused(let error):
+            pending.socket.close()
+            port.reportTransportError(error)
+        }
+        rearmTimer()
+    }
+
+    /// Decides on a HELLO record and sends the answer (with `state` held).
+    private func answer(_ record: (bytes: [UInt8], credentials: Credentials?, extras: Bool),
+                        peer: Credentials?, on socket: SeqPacketSocket) -> HelloOutcome {
+        if record.bytes.isEmpty && !record.extras { return .closedQuietly }
+        if record.extras { return .refused(.handshakeFailed(.unexpectedControlMessage)) }
+        guard let sender = record.credentials else { return .refused(.handshakeFailed(.missingCredentials)) }
+        let hello: Handshake
+        do { hello = try Handshake.decode(record.bytes, expecting: .hello) } catch { return .refused(.handshakeFailed(error)) }
+        guard case .hello(let wanted) = hello, wanted == name.bytes else {
+            try? socket.send(Handshake.unknownName.encode())
+            return .refused(.handshakeFailed(.wrongName))
+        }
+        // Both the process that connected and the one that said HELLO must be admitted.
+        guard access.admits(sender), let peer, access.admits(peer) else {
+            try? socket.send(Handshake.denied.encode())
+            return .refused(.accessDenied)
+        }
+        do {
+            try socket.send(Handshake.welcome.encode())
+        } catch {
+            return .closedQuietly
+        }
+        return .accepted
+    }
+
+    private func timerFired() {
+        guard let port else { return }
+        timer.drain()
+        let now = ContinuousClock.now
+        let (expired, resume): ([Pending], Bool) = state.withLock { state in
+            guard !state.closed else { return ([], false) }
+            let expired = state.pending.values.filter { $0.deadline <= now }
+            for pending in expired { state.pending[pending.socket.descriptor.rawValue] = nil }
+            let resume = state.acceptPaused
+            state.acceptPaused = false
+            return (expired, resume)
+        }
+        for pending in expired { finish(pending, of: port, reporting: .handshakeFailed(.timedOut)) }
+        if resume {
+            for registration in listenerSource.source1Registrations {
+                port.membership.loop?.addRegistration(registration, for: port) {
+                    state.withLock { !$0.closed && !$0.acceptPaused }
+                }
+            }
+        }
+        rearmTimer()
+    }
+
+    private func pauseAccepting(of port: MessagePort) {
+        let paused: Bool = state.withLock { state in
+            guard !state.closed, !state.acceptPaused else { return false }
+            state.acceptPaused = true
+            timer.arm(at: .now + Self.exhaustionPause)
+            return true
+        }
+        guard paused else { return }
+        for registration in listenerSource.source1Registrations {
+            port.membership.loop?.removeRegistration(registration, for: port)
+        }
+    }
+
+    /// Arms the timer for the earliest HELLO deadline (or disarms it), unless accepting is
+    /// paused, which keeps its own earlier wake-up.
+    private func rearmTimer() {
+        state.withLock { state in
+            guard !state.closed, !state.acceptPaused else { return }
+            timer.arm(at: state.pending.values.map(\.deadline).min())
+        }
+    }
+
+    /// Drops a connection taken out of `pending`: unregisters, closes, reports.
+    private func finish(_ pending: Pending, of port: MessagePort, reporting error: PortError) {
+        unregister(pending, from: port)
+        pending.socket.close()
+        port.reportTransportError(error)
+    }
+
+    private func unregister(_ pending: Pending, from port: MessagePort) {
+        pending.source.invalidate()
+        for registration in pending.source.source1Registrations {
+            port.membership.loop?.removeRegistration(registration, for: port)
+        }
+    }
+
+    // MARK: - Any thread
+
+    /// Frees the name: unregisters every descriptor from `loop`, then closes them.
+    func close(unregisteringFrom loop: ThreadRunLoop?, for port: MessagePort) {
+        let registrations = self.registrations
+        let pending: [Pending]? = state.withLock { state in
+            guard !state.closed else { return nil }
+            state.closed = true
+            defer { state.pending = [:] }
+            return Array(state.pending.values)
+        }
+        guard let pending else { return }
+        listenerSource.invalidate()
+        timerSource.invalidate()
+        for entry in pending { entry.source.invalidate() }
+        for registration in registrations { loop?.removeRegistration(registration, for: port) }
+        listener.close()
+        timer.close()
+        for entry in pending { entry.socket.close() }
+    }
+
+    /// Closes every descriptor without unregistering (the port is being deallocated, so no
+    /// loop holds it any more).
+    func close() {
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.closed = true
+            listener.close()
+            timer.close()
+            for entry in state.pending.values { entry.socket.close() }
+            state.pending = [:]
+        }
+    }
+}
+
+/// Lets the listener's own sources call back into it without a retain cycle.
+private final class WeakListener: @unchecked Sendable {
+    weak var listener: NameListener?
+}
