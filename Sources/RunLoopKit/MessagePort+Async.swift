@@ -48,7 +48,7 @@ extension MessagePort {
             MessagePort.messages() called on a proxy (\(self)): a proxy only sends; its messages \
             are received by the process that owns the port
             """)
-        let (consumer, finished): (UInt64, UnsafeContinuation<Message?, Never>?) = lock.withLock {
+        let (consumer, finished, ring): (UInt64, UnsafeContinuation<Message?, Never>?, Bool) = lock.withLock {
             state.handler = nil
             state.delegate = nil
             state.hasReceiver = false
@@ -57,9 +57,13 @@ extension MessagePort {
             let previous = state.waitingConsumer
             state.waitingConsumer = nil
             refreshDeliverableLocked()
-            return (state.consumersMade, previous)
+            // Frames that waited, parked, for a receiver: the loop must come and read them.
+            let ring = deliverable.load(ordering: .relaxed)
+            if ring { state.doorbellRung = true }
+            return (state.consumersMade, previous, ring)
         }
         finished?.resume(returning: nil)
+        if ring { doorbell?.ring() }
         return Messages(port: self, consumer: consumer)
     }
 

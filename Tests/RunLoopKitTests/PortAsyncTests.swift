@@ -34,6 +34,26 @@ private struct ExactlyOnceInOrder {
     }
 }
 
+/// Takes up to `count` messages from `messages`, giving up (by cancelling the consuming task,
+/// which ends its loop) after `timeout`: a broken port fails the test instead of hanging it.
+private func receive(_ count: Int, from messages: MessagePort.Messages,
+                     within timeout: Duration = .seconds(60)) async -> [MessagePort.Message] {
+    let consumer = Task { () -> [MessagePort.Message] in
+        var received: [MessagePort.Message] = []
+        for await message in messages {
+            received.append(message)
+            if received.count == count { break }
+        }
+        return received
+    }
+    let hangGuard = Task {
+        try await Task.sleep(for: timeout)
+        consumer.cancel()
+    }
+    defer { hangGuard.cancel() }
+    return await consumer.value
+}
+
 @Suite("§3.22 messages()")
 struct PortMessagesSequenceTests {
 
@@ -50,13 +70,9 @@ struct PortMessagesSequenceTests {
             }
         }
         var check = ExactlyOnceInOrder(senders: 4)
-        var received = 0
-        for await message in messages {
-            check.record(message)
-            received += 1
-            if received == 4 * perSender { break }
-        }
-        #expect(received == 4 * perSender)
+        let received = await receive(4 * perSender, from: messages)
+        for message in received { check.record(message) }
+        #expect(received.count == 4 * perSender)
         #expect(check.violations == 0)
         #expect(check.next == Array(repeating: perSender, count: 4))
         #expect(port.queuedCount == 0)
@@ -84,14 +100,10 @@ struct PortMessagesSequenceTests {
         #expect(port.queuedCount == limit)
         #expect(syncSent.current + asyncSent.current == limit)
         var check = ExactlyOnceInOrder(senders: 2)
-        var received = 0
-        for await message in port.messages() {
-            check.record(message)
-            received += 1
-            if received == 40 { break }
-        }
+        let received = await receive(40, from: port.messages())
+        for message in received { check.record(message) }
         try await asyncSender.value
-        #expect(received == 40)
+        #expect(received.count == 40)
         #expect(check.violations == 0)
         #expect(syncSent.current == 20 && asyncSent.current == 20)
     }
@@ -173,17 +185,41 @@ struct PortMessagesSequenceTests {
         defer { thread.stop() }
         thread.runLoop.add(port, forMode: .default)
         let count = 50
+        let failures = Recorder<PortError>()
         startThread {
-            for sequence in 0..<count { try? proxy.send(msgid: 0, components: tagged(0, sequence), timeout: .seconds(60)) }
+            for sequence in 0..<count {
+                do throws(PortError) {
+                    try proxy.send(msgid: 0, components: tagged(0, sequence), timeout: .seconds(60))
+                } catch {
+                    failures.append(error)
+                }
+            }
         }
         var check = ExactlyOnceInOrder(senders: 1)
-        var received = 0
-        for await message in port.messages() {
-            check.record(message)
-            received += 1
-            if received == count { break }
-        }
-        #expect(received == count)
+        let received = await receive(count, from: port.messages())
+        for message in received { check.record(message) }
+        #expect(received.count == count, "queued \(port.queuedCount), connections \(port.connectionCount), \(port), loop: \(thread.runLoop.debugDescription)")
+        #expect(failures.values.isEmpty)
+        #expect(check.violations == 0)
+        proxy.invalidate()
+        port.invalidate()
+    }
+
+    @Test("§3.22 frames that reached the port's loop before any consumer are read once messages() is called")
+    func framesWaitingForAConsumerAreReadWhenItArrives() async throws {
+        let port = try MessagePort(queueLimit: 4)
+        let proxy = try MessagePort(sendRight: port.makeSendRight())
+        let thread = ResidentThread(name: uniqueThreadName("seq-w"))
+        defer { thread.stop() }
+        thread.runLoop.add(port, forMode: .default)
+        for sequence in 0..<10 { try proxy.send(msgid: 0, components: tagged(0, sequence), timeout: waitLimit) }
+        // The loop has seen the frames and, with no receiver, left them where they are.
+        #expect(await eventually { thread.runLoop.isWaiting })
+        await settleAsync()
+        var check = ExactlyOnceInOrder(senders: 1)
+        let received = await receive(10, from: port.messages(), within: waitLimit)
+        for message in received { check.record(message) }
+        #expect(received.count == 10)
         #expect(check.violations == 0)
         proxy.invalidate()
         port.invalidate()
@@ -256,11 +292,7 @@ struct PortAsyncSendTests {
             return await group.reduce(0, +)
         }
         #expect(otherWork == 4950)
-        var received = Set<UInt32>()
-        for await message in port.messages() {
-            received.insert(message.msgid)
-            if received.count == senders + 1 { break }
-        }
+        let received = Set(await receive(senders + 1, from: port.messages()).map(\.msgid))
         await group.value
         #expect(received == Set(0...UInt32(senders)))
         #expect(sent.current == senders)
