@@ -9,6 +9,7 @@
 //   modes            nothing of the main queue runs while the main loop runs a non-common mode,
 //                    or on another thread's loop; it runs once the loop is in a common mode, and
 //                    in a mode made common with addCommonMode.
+//   readme           the README's Swift concurrency example, as written there (ReadmeExample.swift).
 //
 // Output: "key: value" lines on stdout, checked by the test; exit 0.
 
@@ -115,6 +116,9 @@ case "modes":
     say("mode made common result: \(commonResult)")
     say("ran in the mode made common: \(ranAgain.isSet)")
     other.stop()
+
+case "readme":
+    try runReadmeExample()
 
 default:
     say("unknown scenario")

@@ -56,6 +56,12 @@ struct MainDispatchQueueTests {
         #expect(lines.last == "run returned before the hang guard: true")
     }
 
+    @Test("§3.20–22 the README's Swift concurrency example runs: an actor on a resident thread fed by a for await loop, reported from @MainActor")
+    func readmeExampleRuns() throws {
+        let lines = try #require(hostLines("readme"))
+        #expect(lines == ["loop: 1"])
+    }
+
     @Test("§3.20 non-common modes and other threads' loops never drain the main queue; a common mode does, also one made common later")
     func onlyCommonModesOfTheMainLoopDrain() throws {
         let lines = try #require(hostLines("modes"))
