@@ -54,6 +54,16 @@ private func receive(_ count: Int, from messages: MessagePort.Messages,
     return await consumer.value
 }
 
+/// A port (queue limit 4) on a resident thread's loop, and a proxy of it in this process whose
+/// frames that loop reads.
+private func portWithSendRightOnAThread(_ name: String) throws -> (MessagePort, MessagePort, ResidentThread) {
+    let port = try MessagePort(queueLimit: 4)
+    let proxy = try MessagePort(sendRight: port.makeSendRight())
+    let thread = ResidentThread(name: uniqueThreadName(name))
+    thread.runLoop.add(port, forMode: .default)
+    return (port, proxy, thread)
+}
+
 @Suite("§3.22 messages()")
 struct PortMessagesSequenceTests {
 
@@ -179,11 +189,8 @@ struct PortMessagesSequenceTests {
 
     @Test("§3.22 frames from a send right are read by the port's loop into the sequence")
     func framesReachTheSequenceThroughTheLoop() async throws {
-        let port = try MessagePort(queueLimit: 4)
-        let proxy = try MessagePort(sendRight: port.makeSendRight())
-        let thread = ResidentThread(name: uniqueThreadName("seq-x"))
+        let (port, proxy, thread) = try portWithSendRightOnAThread("seq-x")
         defer { thread.stop() }
-        thread.runLoop.add(port, forMode: .default)
         let count = 50
         let failures = Recorder<PortError>()
         startThread {
@@ -207,11 +214,8 @@ struct PortMessagesSequenceTests {
 
     @Test("§3.22 frames that reached the port's loop before any consumer are read once messages() is called")
     func framesWaitingForAConsumerAreReadWhenItArrives() async throws {
-        let port = try MessagePort(queueLimit: 4)
-        let proxy = try MessagePort(sendRight: port.makeSendRight())
-        let thread = ResidentThread(name: uniqueThreadName("seq-w"))
+        let (port, proxy, thread) = try portWithSendRightOnAThread("seq-w")
         defer { thread.stop() }
-        thread.runLoop.add(port, forMode: .default)
         for sequence in 0..<10 { try proxy.send(msgid: 0, components: tagged(0, sequence), timeout: waitLimit) }
         // The loop has seen the frames and, with no receiver, left them where they are.
         #expect(await eventually { thread.runLoop.isWaiting })
