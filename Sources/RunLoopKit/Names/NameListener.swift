@@ -45,6 +45,9 @@ final class NameListener: Sendable {
     private let timerSource: FileDescriptorSource
     private weak let port: MessagePort?
 
+    /// Connections accepted and waiting for their HELLO (at most `maximumPending`). Any thread; a lock.
+    var pendingCount: Int { state.withLock { $0.pending.count } }
+
     init(port: MessagePort, name: PortName, listener: UnixListener, access: MessagePort.Access) throws(Errno) {
         self.name = name
         self.access = access
