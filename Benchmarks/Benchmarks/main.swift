@@ -23,6 +23,17 @@ if let benchmarkCase = options.childCase {
     exit(0)
 }
 
+#if DEBUG
+// `swift run Benchmarks` builds for debugging: unoptimised code with runtime checks measures
+// nothing a user of the library would see.
+let debugBuildNotice = """
+    NOTE: this is a debug build, so its figures are not meaningful (unoptimised code, runtime checks).
+    For real figures run the release build: swift run -c release Benchmarks
+
+    """
+FileHandle.standardOutput.write(Data(debugBuildNotice.utf8))
+#endif
+
 let machine = Machine.current()
 func run(_ benchmarkCase: BenchmarkCase, _ label: String = "") -> CaseResult {
     FileHandle.standardError.write(Data("  running \(benchmarkCase)\(label)\n".utf8))
@@ -45,6 +56,9 @@ for index in results.indices where results[index].benchmarkCase.runsTwice {
 let report = Report(machine: machine, quick: options.quick, results: results)
 let bars = Bar.evaluate(report)
 print("")
+#if DEBUG
+print(debugBuildNotice)
+#endif
 print(Table.render(report))
 print("\nBars (DESIGN §5, pinned regime, same run):")
 for bar in bars { print(bar.line) }
