@@ -48,22 +48,14 @@ extension MessagePort {
             MessagePort.messages() called on a proxy (\(self)): a proxy only sends; its messages \
             are received by the process that owns the port
             """)
-        let (consumer, finished, ring): (UInt64, UnsafeContinuation<Message?, Never>?, Bool) = lock.withLock {
+        var consumer: UInt64 = 0
+        setReceiver { state in
             state.handler = nil
             state.delegate = nil
-            state.hasReceiver = false
             state.consumersMade += 1
             state.consumer = state.consumersMade
-            let previous = state.waitingConsumer
-            state.waitingConsumer = nil
-            refreshDeliverableLocked()
-            // Frames that waited, parked, for a receiver: the loop must come and read them.
-            let ring = deliverable.load(ordering: .relaxed)
-            if ring { state.doorbellRung = true }
-            return (state.consumersMade, previous, ring)
+            consumer = state.consumersMade
         }
-        finished?.resume(returning: nil)
-        if ring { doorbell?.ring() }
         return Messages(port: self, consumer: consumer)
     }
 

@@ -61,7 +61,7 @@ extension MessagePort {
                             timeout: Duration) async throws(PortError) -> Message {
         let deadline = ContinuousClock.now + timeout
         let request = PendingRequest()
-        let host = RequestHost.shared.runLoop
+        let host = AsyncHost.thread.runLoop
         let setup = try RequestSetup(destination: self, request: request, loop: host, mode: .default) {}
         defer { setup.tearDown() }
         let timer = RunLoopTimer(fireAt: deadline) { _ in request.complete(.failure(.replyTimedOut)) }
@@ -207,9 +207,4 @@ private struct RequestSetup {
         reply.invalidate()
         reply.setHandler(nil)
     }
-}
-
-/// The resident thread that receives the reply ports of async requests, made on first use.
-enum RequestHost {
-    static let shared = ResidentThread(name: "RunLoopKit requests")
 }

@@ -162,14 +162,16 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         if runNow { handler?(self) }
     }
 
-    /// Sets a handler or delegate; a `messages()` sequence that was the receiver finishes.
-    private func setReceiver(_ change: (State) -> Void) {
+    /// Replaces the receiver: `change` sets a handler, a delegate or (for `messages()`) a new
+    /// consumer; a `messages()` sequence that was the receiver finishes. Messages and parked
+    /// frames that waited for a receiver make the loop come and deliver or read them.
+    func setReceiver(_ change: (State) -> Void) {
         let (ring, finishedConsumer): (Bool, UnsafeContinuation<Message?, Never>?) = lock.withLock {
-            change(state)
-            state.hasReceiver = state.handler != nil || state.delegate != nil
             let waiter = state.waitingConsumer
             state.consumer = nil
             state.waitingConsumer = nil
+            change(state)
+            state.hasReceiver = state.handler != nil || state.delegate != nil
             refreshDeliverableLocked()
             let deliverNow = deliverable.load(ordering: .relaxed)
             if deliverNow { state.doorbellRung = true }

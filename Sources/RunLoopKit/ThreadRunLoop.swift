@@ -465,9 +465,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         waiting.store(true, ordering: .sequentiallyConsistent)
         defer { waiting.store(false, ordering: .releasing) }
         // A wake-up asked for since the pass looked did not ring (the loop was not waiting yet).
-        if wakePending.load(ordering: .sequentiallyConsistent) || stopRequested.load(ordering: .sequentiallyConsistent) {
-            return
-        }
+        if wakeUpOrStopPending { return }
         while true {
             let woken = waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
                                        consumeWakeUp: true, into: scratch)
@@ -475,8 +473,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
     }
 
+    /// Sequentially consistent, because `sleep` relies on it against `wakeUp` (a plain load on
+    /// x86, so the pass pays nothing for it there).
     private var wakeUpOrStopPending: Bool {
-        wakePending.load(ordering: .relaxed) || stopRequested.load(ordering: .relaxed)
+        wakePending.load(ordering: .sequentiallyConsistent) || stopRequested.load(ordering: .sequentiallyConsistent)
     }
 
     /// One epoll_wait on the mode's set, appending what is ready to `scratch.ready`. Returns

@@ -1,11 +1,10 @@
-/// Where async senders of proxies wait for room without holding a thread: one shared resident
-/// thread whose loop watches, for each waiting sender, the proxy's socket (writable) and its
-/// invalidation bell (readable). The thread starts with the first sender that has to wait.
+/// Where async senders of proxies wait for room without holding a thread: the `AsyncHost`
+/// thread's loop watches, for each waiting sender, the proxy's socket (writable) and its
+/// invalidation bell (readable).
 enum ProxyWritability {
-    private static let thread = ResidentThread(name: "rlk-proxy-send")
 
     /// Suspends until `socket` can take a frame (`.room`), `bell` rings (`.invalidated`) or the
-    /// task is cancelled (`.cancelled`). Any task; two epoll registrations on the shared thread.
+    /// task is cancelled (`.cancelled`). Any task; two epoll registrations on the async host.
     static func wait(for socket: SeqPacketSocket, bell: EventFD) async -> SenderWake {
         let waiter = Waiter()
         return await withTaskCancellationHandler {
@@ -17,7 +16,7 @@ enum ProxyWritability {
                     waiter.finish(.invalidated)
                 }
                 guard waiter.start(continuation, watching: [writable, invalidated]) else { return }
-                let loop = thread.runLoop
+                let loop = AsyncHost.thread.runLoop
                 loop.add(writable, forMode: .default)
                 loop.add(invalidated, forMode: .default)
             }
@@ -71,7 +70,7 @@ enum ProxyWritability {
 
 extension MessagePort {
     /// The async `send` through a proxy: writes at once when the peer's buffer has room, else
-    /// suspends on the shared waiting thread until it has, and tries again.
+    /// suspends on the `AsyncHost` loop until it has, and tries again.
     func sendRemoteSuspending(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?) async throws(PortError) {
         while true {
             do {
