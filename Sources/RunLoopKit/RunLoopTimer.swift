@@ -98,7 +98,9 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
     }
 
     /// Runs the handler, then invalidates a one-shot timer or advances a repeating one on its grid.
-    func fire(now: ContinuousClock.Instant) {
+    /// Runs the handler if the timer is due and not already firing; returns whether it ran.
+    @discardableResult
+    func fire(now: ContinuousClock.Instant) -> Bool {
         let claimed: (LoopInstant, UInt64)? = state.withLock { state in
             guard !state.firing, state.fireDate <= now else { return nil }
             state.firing = true
@@ -106,7 +108,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
         }
         guard let (firedDate, generation) = claimed, isValid else {
             if claimed != nil { state.withLock { $0.firing = false } }
-            return
+            return false
         }
         handler(self)
         let oneShot = interval == .zero
@@ -116,6 +118,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
             state.fireDate = Self.nextGridDate(after: firedDate, interval: interval, now: .now).instant
         }
         if oneShot { invalidate() }
+        return true
     }
 
     /// The first date `start + k·interval` (k ≥ 1) that is after `now`, in saturating

@@ -52,6 +52,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// it there too). Loop thread only.
     private let drainingMainQueue = LoopThreadOnly(false)
     private let executorSlot = InitializedOnce<LoopExecutor>()
+    let counters = LoopCounters()
     /// Set by every invocation that found its mode alive, so that `run(mode:before:)` tells a
     /// mode empty at the call (false) from one its run emptied (true, DESIGN §3.4); nested
     /// invocations only ever set it. Loop thread only.
@@ -258,6 +259,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private func runPass(_ modeState: ModeState, _ scratch: PassScratch, _ invocation: Invocation,
                          firstPass: Bool) -> RunResult? {
         let returnAfterSourceHandled = invocation.returnAfterSourceHandled
+        LoopCounters.add(1, to: counters.passes)
         // Anything asked of the loop before this point is seen by this pass. (Cleared only when
         // set: the usual pass, woken by a port, skips the locked exchange.)
         if wakePending.load(ordering: .relaxed) {
@@ -376,6 +378,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         guard !scratch.blocks.isEmpty else { return false }
         pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
+        LoopCounters.add(scratch.blocks.count, to: counters.handledSources)
         while let pending = scratch.blocks.popFirst() {
             switch pending.work {
             case .block(let block): block()
@@ -392,6 +395,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         for source in sources where source.isSignalled {
             guard source.takeSignal(), source.isValid else { continue }
             source.performCallout()
+            LoopCounters.add(1, to: counters.handledSources)
             performed = true
             if stopAfterFirst { break }
         }
@@ -403,9 +407,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         guard !timers.isEmpty else { return }
         let now = ContinuousClock.now
         let due = timers.filter { $0.isDue(at: now) }
-        for timer in due.sorted(by: { $0.fireDate < $1.fireDate }) {
-            timer.fire(now: now)
+        var fired = 0
+        for timer in due.sorted(by: { $0.fireDate < $1.fireDate }) where timer.fire(now: now) {
+            fired += 1
         }
+        LoopCounters.add(fired, to: counters.timerFires)
     }
 
     /// Delivers ready port messages and fd events in arrival order, at most `budget` of them.
@@ -413,7 +419,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// again in memory, a level-triggered fd by the next epoll_wait.
     private func handleSource1(_ ready: RingBuffer<Source1Event>, budget: Int) -> Int {
         var remaining = budget
-        defer { ready.removeAll() }
+        defer {
+            ready.removeAll()
+            LoopCounters.add(budget - remaining, to: counters.handledSources)
+        }
         while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
@@ -469,7 +478,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         while true {
             let woken = waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
                                        consumeWakeUp: true, into: scratch)
-            if woken || !scratch.ready.isEmpty { return }
+            if woken || !scratch.ready.isEmpty {
+                LoopCounters.add(1, to: counters.wakeUps)
+                return
+            }
         }
     }
 
