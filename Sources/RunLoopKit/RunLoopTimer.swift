@@ -51,7 +51,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
                 $0.fireDate = newValue
                 $0.generation &+= 1
             }
-            membership.loop?.wakeUp()
+            membership.loop?.timersDidChange()
         }
     }
 
@@ -60,7 +60,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
         get { state.withLock { $0.tolerance } }
         set {
             state.withLock { $0.tolerance = max(newValue, .zero) }
-            membership.loop?.wakeUp()
+            membership.loop?.timersDidChange()
         }
     }
 
@@ -81,15 +81,13 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
 
     // MARK: - Loop side
 
-    /// The latest time the loop may wake for this timer: `now` when it is already due (its
-    /// tolerance is for coalescing future wake-ups, not for delaying a timer that is already
-    /// late), else fire date + tolerance, saturating. Nil when it cannot fire (invalid, or
-    /// firing further up the stack of a nested run). Loop thread; a lock.
-    func wakeInstant(now: LoopInstant) -> LoopInstant? {
+    /// The fire date and the latest wake-up for it (fire date + tolerance, saturating); nil
+    /// when the timer cannot fire (invalid, or firing further up the stack of a nested run).
+    /// Loop thread; a lock.
+    func schedule() -> (fire: LoopInstant, wake: LoopInstant)? {
         guard isValid else { return nil }
         return state.withLock { state in
-            if state.firing { return nil }
-            return state.fireInstant <= now ? now : state.fireInstant.advanced(by: state.tolerance)
+            state.firing ? nil : (state.fireInstant, state.fireInstant.advanced(by: state.tolerance))
         }
     }
 
