@@ -29,6 +29,9 @@ struct Options: Sendable {
         var initiator: Initiator
         /// The memfd of the `bench_responder_cell` shared with the initiator.
         var cellDescriptor: Int32
+        /// `--xprocess-echo-bytes N` after either form: the `xpayloads` row's block size
+        /// (pings carry one block and their sequence number as the msgid).
+        var payloadBytes: Int?
     }
 
     static let usage = """
@@ -97,6 +100,11 @@ struct Options: Sendable {
                     throw UsageError(description: "--xprocess-echo-named needs a name and a descriptor")
                 }
                 options.crossProcessEcho = CrossProcessEcho(initiator: .name(name), cellDescriptor: cell)
+            case "--xprocess-echo-bytes":
+                guard let bytes = Int(try value(for: argument)), bytes > 0, options.crossProcessEcho != nil else {
+                    throw UsageError(description: "--xprocess-echo-bytes needs a size, after --xprocess-echo")
+                }
+                options.crossProcessEcho?.payloadBytes = bytes
             case "--help", "-h":
                 throw UsageError(description: usage)
             default:

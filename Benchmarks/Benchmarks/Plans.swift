@@ -52,10 +52,19 @@ struct Plans: Sendable {
             short.budget = stream.budget / 3
             return short
         }
-        guard benchmarkCase.peer == .runLoopKit else { return stream }
+        guard benchmarkCase.workload == .throughput && benchmarkCase.peer == .runLoopKit else { return stream }
         var long = stream
         long.budget = caseTimeout / 2
         return long
+    }
+
+    /// Each point of a scale row: the latency plan with a third of its budget, so that a row
+    /// of three or four points costs about one latency case; a point of 256 thread pairs
+    /// shares the sample buffer among the pairs.
+    var scale: LatencyPlan {
+        var plan = latency
+        plan.budget = latency.budget / 3
+        return plan
     }
 
     /// An upper bound on one case's wall time, after which the parent kills the child
