@@ -1,7 +1,7 @@
 import CBenchmarkPeers
 
 /// How long each case runs. Sized so that the default run (two regimes, every peer)
-/// finishes in under 90 s on 2 vCPUs and `--quick` in under 15 s, while the default
+/// finishes in a few minutes on 2 vCPUs and `--quick` in under 30 s, while the default
 /// still gives ≥ 10^4 samples to the slowest latency row (enough for a p99.9) and
 /// RunLoopKit its full 10M-message stream.
 struct Plans: Sendable {
