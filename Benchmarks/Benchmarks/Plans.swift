@@ -27,8 +27,8 @@ struct Plans: Sendable {
     /// The latency run of `benchmarkCase`. Unpinned, a cross-process round trip takes about
     /// 100 µs on 2 vCPUs (two cross-CPU wake-ups plus the transport), so `xprocess` gets
     /// half as long again to keep its slowest row at ≥ 10^4 samples; `--quick` is unchanged.
-    /// `actorhop` gets half as long, which keeps the default run within its 90 s and `--quick`
-    /// within its 15 s: its slowest row (unpinned, about 40 µs) still gets ≥ 10^4 samples.
+    /// `actorhop` gets half as long, which keeps the default run short: its slowest row
+    /// (unpinned, about 40 µs) still gets ≥ 10^4 samples.
     /// A case that runs twice (`BenchmarkCase.runsTwice`) has half the budget each time.
     func latency(for benchmarkCase: BenchmarkCase) -> LatencyPlan {
         var plan = latency
@@ -45,7 +45,7 @@ struct Plans: Sendable {
     /// second) from dominating the run time. Every `asyncstream` row, RunLoopKit's included,
     /// stops at the budget: its long stream is the `throughput` row's. Their budget is a third
     /// of the others' (1 s, a few million messages), which keeps the default run within its
-    /// 90 s and `--quick` within its 15 s.
+    /// time down.
     func stream(for benchmarkCase: BenchmarkCase) -> StreamPlan {
         if benchmarkCase.workload == .asyncstream {
             var short = stream
