@@ -88,6 +88,10 @@ enum Chart {
             <text x="20" y="66" fill="#444">Log scale. Dashed red line: the DESIGN §5 bar for RunLoopKit, \
             where it is a ratio. Hosts differ; ratios within one run hold.</text>
             """)
+        if panels.isEmpty {
+            svg.append("<text x=\"20\" y=\"\(format(top + 16))\">No pinned row with a C baseline in this run "
+                       + "(--regime unpinned, or --filter without such a workload).</text>")
+        }
         // Grid lines first, under the bars.
         for tick in scale.ticks {
             let x = scale.x(tick)

@@ -25,6 +25,9 @@ final class FanIn: @unchecked Sendable {
     private let warm = KernelEvent()
     private let finished = KernelEvent()
     private let gates = (0..<FanIn.senders).map { _ in KernelEvent() }
+    /// Each sender's "my last send returned", so that no `send` is still inside the peer when
+    /// the caller tears it down.
+    private let exited = (0..<FanIn.senders).map { _ in KernelEvent() }
     private let startedAt = Atomic<UInt64>(0)
     // Receiver. Raw memory rather than arrays: senders write their own slot of `sent`
     // concurrently, which an array's copy-on-write would not allow.
@@ -77,8 +80,8 @@ final class FanIn: @unchecked Sendable {
     }
 
     /// Main thread: runs the senders, each calling `send(sender, payload)` (which may block on
-    /// a full queue), waits for the receiver to see every sender's last message, and checks
-    /// each sender's count.
+    /// a full queue), waits for the receiver to see every sender's last message and for every
+    /// sender's last `send` to return, and checks each sender's count.
     func measure(send: @escaping @Sendable (Int, Data) -> Void) -> StreamMeasurement {
         let threads = (0..<Self.senders).map { sender in
             Thread { self.runSender(sender, send: send) }
@@ -90,6 +93,7 @@ final class FanIn: @unchecked Sendable {
         startedAt.store(bench_now_ns(), ordering: .sequentiallyConsistent)
         for gate in gates { gate.signal() }
         finished.wait()
+        for event in exited { event.wait() }
         for sender in 0..<Self.senders where sent[sender] != expected[sender] {
             fail("\(peer.rawValue): receiver saw \(expected[sender]) messages of sender \(sender), \(sent[sender]) sent")
         }
@@ -112,7 +116,10 @@ final class FanIn: @unchecked Sendable {
             let last = n + 1 == maxEach || (n & 1023 == 0 && bench_now_ns() &- started >= budgetNanoseconds)
             if last { sent[sender] = n + 1 }
             send(sender, Payloads.stream(tag | n, last: last))
-            if last { return }
+            if last {
+                exited[sender].signal()
+                return
+            }
             n += 1
         }
     }
