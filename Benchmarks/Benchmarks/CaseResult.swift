@@ -94,9 +94,11 @@ struct CaseResult: Sendable {
             ("churn", churn.map { points in
                 points.map { "\($0.items)x\($0.threads):\($0.nanosecondsPerOperation)" }.joined(separator: ",")
             }),
-            // parameter : p50 : p99 : round trips per second, comma-separated
+            // parameter : p50 : p99 : round trips per second : allocs : bytes, comma-separated
             ("scale", scale.map { points in
-                points.map { "\($0.parameter):\($0.p50):\($0.p99):\($0.roundTripsPerSecond)" }.joined(separator: ",")
+                points.map {
+                    "\($0.parameter):\($0.p50):\($0.p99):\($0.roundTripsPerSecond):\($0.allocationsPerMessage):\($0.bytesPerMessage)"
+                }.joined(separator: ",")
             }),
         ]
         fields += [("messages", "\(messages)"), ("allocs", "\(allocationsPerMessage)"),
@@ -137,9 +139,11 @@ struct CaseResult: Sendable {
         scale = values["scale"].map { text in
             text.split(separator: ",").compactMap { point in
                 let parts = point.split(separator: ":")
-                guard parts.count == 4, let parameter = Int(parts[0]), let p50 = Double(parts[1]),
-                      let p99 = Double(parts[2]), let rate = Double(parts[3]) else { return nil }
-                return ScalePoint(parameter: parameter, p50: p50, p99: p99, roundTripsPerSecond: rate)
+                guard parts.count == 6, let parameter = Int(parts[0]), let p50 = Double(parts[1]),
+                      let p99 = Double(parts[2]), let rate = Double(parts[3]),
+                      let allocations = Double(parts[4]), let bytes = Double(parts[5]) else { return nil }
+                return ScalePoint(parameter: parameter, p50: p50, p99: p99, roundTripsPerSecond: rate,
+                                  allocationsPerMessage: allocations, bytesPerMessage: bytes)
             }
         }
         self.messages = messages

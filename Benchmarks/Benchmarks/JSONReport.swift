@@ -6,7 +6,7 @@ import Foundation
 /// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c", "baseline",
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
 /// "peak_rss_bytes", "rss_growth_bytes"}], "references": [same shape], "scale": [{"workload",
-/// "regime", "point", "p50_us", "p99_us", "round_trips_per_s"}], "churn": [{"regime",
+/// "regime", "point", "p50_us", "p99_us", "round_trips_per_s", "allocs_per_msg", "bytes_per_msg"}], "churn": [{"regime",
 /// "items", "threads", "ns_per_op"}], "bars": [{"bar", "met", "detail"}]}`. A scale point is
 /// a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs (`threads`).
 /// `Chart` reads this shape back (`--from-json`). `references` holds the rows of reference peers (the "Swift Data ring"), kept
@@ -42,7 +42,9 @@ enum JSONReport {
                 object([("workload", string(result.benchmarkCase.workload.rawValue)),
                         ("regime", string(result.benchmarkCase.regime.rawValue)),
                         ("point", "\(point.parameter)"), ("p50_us", number(point.p50)), ("p99_us", number(point.p99)),
-                        ("round_trips_per_s", number(point.roundTripsPerSecond))])
+                        ("round_trips_per_s", number(point.roundTripsPerSecond)),
+                        ("allocs_per_msg", number(point.allocationsPerMessage)),
+                        ("bytes_per_msg", number(point.bytesPerMessage))])
             }
         }
         let churn = report.results.flatMap { result in

@@ -64,6 +64,10 @@ struct ScalePoint: Sendable, Equatable {
     var p99: Double
     /// Round trips per second, all pairs together.
     var roundTripsPerSecond: Double
+    /// Whole process, per one-way message of this point: a payload copied rather than shared
+    /// shows here as its size in bytes.
+    var allocationsPerMessage: Double
+    var bytesPerMessage: Double
 }
 
 /// What a scale row hands back: every point, and the counters of all its windows.

@@ -70,7 +70,7 @@ enum Table {
     private static func scaleLines(_ report: Report) -> [String] {
         let rows = report.results.filter { $0.scale != nil }
         guard !rows.isEmpty else { return [] }
-        let widths = [9, 8, 10, 9, 9, 12, 7]
+        let widths = [9, 8, 10, 9, 9, 13, 7, 10, 9]
         func cells(_ values: [String]) -> String {
             zip(widths, values).enumerated().map { index, pair in
                 let padding = String(repeating: " ", count: max(pair.0 - pair.1.count, 0))
@@ -82,9 +82,11 @@ enum Table {
             of each size (sequence number as the msgid); xpayloads: xprocess carrying one block of \
             each size, up to the largest DATA component a frame holds; threads: that many pairs of \
             resident threads ping-ponging at once, p50 over every pair's round trips, rate of all \
-            pairs together. ×first: p50 over the row's first point.
+            pairs together. ×first: p50 over the row's first point. allocs/msg, B/msg: whole process \
+            (this one, for xpayloads), per one-way message: a payload copied shows as its size.
             """]
-        lines.append(cells(["workload", "regime", "point", "p50 µs", "p99 µs", "round trips/s", "×first"]))
+        lines.append(cells(["workload", "regime", "point", "p50 µs", "p99 µs", "round trips/s", "×first",
+                            "allocs/msg", "B/msg"]))
         for result in rows {
             let points = result.scale!
             for point in points {
@@ -93,7 +95,9 @@ enum Table {
                 let first = points.first!.p50
                 lines.append(cells([result.benchmarkCase.workload.rawValue, result.benchmarkCase.regime.rawValue, label,
                                     micros(point.p50), micros(point.p99), rate(point.roundTripsPerSecond),
-                                    first > 0 ? String(format: "%.2f", point.p50 / first) : "—"]))
+                                    first > 0 ? String(format: "%.2f", point.p50 / first) : "—",
+                                    String(format: "%.2f", point.allocationsPerMessage),
+                                    String(format: "%.0f", point.bytesPerMessage)]))
             }
         }
         return lines

@@ -22,7 +22,9 @@ extension RunLoopKitPeer {
             let summary = LatencySummary(
                 sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
             points.append(ScalePoint(parameter: parameter, p50: summary.p50, p99: summary.p99,
-                                     roundTripsPerSecond: roundTripsPerSecond ?? 1e6 / summary.mean))
+                                     roundTripsPerSecond: roundTripsPerSecond ?? 1e6 / summary.mean,
+                                     allocationsPerMessage: measurement.allocations.allocationsPerMessage(measurement.messages),
+                                     bytesPerMessage: measurement.allocations.bytesPerMessage(measurement.messages)))
             messages += measurement.messages
             allocations.allocations += measurement.allocations.end.allocations &- measurement.allocations.begin.allocations
             allocations.bytes += measurement.allocations.end.bytes &- measurement.allocations.begin.bytes
