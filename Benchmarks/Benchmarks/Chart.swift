@@ -211,7 +211,7 @@ enum Chart {
     private static func caption(_ workload: Workload) -> String {
         switch workload {
         case .pingpong: "round trip, 8-byte payload, two threads"
-        case .idle: "ping-pong with 1,000 ports, 1,000 timers, 100 fd sources idle"
+        case .idle: "ping-pong with \(IdleItems.ports) ports, \(IdleItems.timers) timers, \(IdleItems.descriptorSources) fd sources idle"
         case .perform: "one-way wake-up of a sleeping thread"
         case .xprocess: "round trip between two processes (×C socketpair)"
         case .actorhop: "await round trip to an actor on another thread"
