@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .library(name: "RunLoopKitSystemd", targets: ["RunLoopKitSystemd"]),
         .library(name: "RunLoopKitServiceLifecycle", targets: ["RunLoopKitServiceLifecycle"]),
+        .library(name: "RunLoopKitMetrics", targets: ["RunLoopKitMetrics"]),
         .executable(name: "example-daemon", targets: ["ExampleDaemon"]),
         .executable(name: "example-client", targets: ["ExampleClient"]),
         .executable(name: "Benchmarks", targets: ["Benchmarks"]),
@@ -42,6 +43,13 @@ let package = Package(
             dependencies: [
                 "RunLoopKit",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "RunLoopKitMetrics",
+            dependencies: [
+                "RunLoopKit",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         // The example service: its messages, the daemon and the client.
@@ -122,6 +130,11 @@ let package = Package(
             dependencies: ["RunLoopKit", "RunLoopKitServiceLifecycle", "ServiceHost",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle")]
+        ),
+        .testTarget(
+            name: "RunLoopKitMetricsTests",
+            dependencies: ["RunLoopKit", "RunLoopKitMetrics",
+                           .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
     ],
     swiftLanguageModes: [.v6]
