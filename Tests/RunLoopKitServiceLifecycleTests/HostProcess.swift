@@ -53,9 +53,21 @@ final class HostProcess {
         posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
         posix_spawn_file_actions_addclose(&actions, fds[1])
         let argv: [UnsafeMutablePointer<CChar>?] = ([serviceHost] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        // A precondition failure then ends the child by its trap signal (under ThreadSanitizer
+        // too), without the runtime's backtracer suspending threads first.
+        var environment: [UnsafeMutablePointer<CChar>?] = [strdup("SWIFT_BACKTRACE=enable=no")]
+        var entry = environ
+        while let variable = entry.pointee {
+            if !String(cString: variable).hasPrefix("SWIFT_BACKTRACE=") { environment.append(strdup(variable)) }
+            entry += 1
+        }
+        environment.append(nil)
+        defer {
+            argv.forEach { free($0) }
+            environment.forEach { free($0) }
+        }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, serviceHost, &actions, nil, argv, environ)
+        let rc = posix_spawn(&pid, serviceHost, &actions, nil, argv, environment)
         close(fds[1])
         guard rc == 0 else {
             close(fds[0])
