@@ -122,7 +122,7 @@ struct StatisticsExporterTests {
         #expect(try metrics.expectCounter("runloopkit_loop_timer_fires", dimensions).totalValue == 1)
     }
 
-    @Test("the timer samples on the chosen loop, with no thread of the exporter's own")
+    @Test("the repeating timer on the chosen loop samples by itself, with a tenth of its interval as tolerance")
     func timerSamples() throws {
         let metrics = TestMetrics()
         let sampler = ResidentThread(name: "metrics-timer")
