@@ -13,6 +13,8 @@ let package = Package(
     dependencies: [
         // Benchmarks only: SwiftNIO is one of the peers we measure against.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // Documentation only: `swift package generate-documentation` (CI builds the DocC catalogs).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // The few things Swift cannot express: CMSG_* macros, futex and epoll_pwait2 entry points.
@@ -69,8 +71,23 @@ let package = Package(
 
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "LoopHost"]
+            dependencies: ["RunLoopKit", "LoopHost", "ResidentThreadsExample", "PortsAndMessagesExample",
+                           "CrossProcessExample", "ConcurrencyExample", "ComingFromCFExample"]
         ),
+        // The DocC articles' examples, each a complete program that its article shows verbatim;
+        // DocumentationExampleTests checks that the two match and runs the program.
+        .executableTarget(name: "ComingFromCFExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/ComingFromCF"),
+        .executableTarget(name: "ResidentThreadsExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/ResidentThreads"),
+        .executableTarget(name: "PortsAndMessagesExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/PortsAndMessages"),
+        .executableTarget(name: "CrossProcessExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/CrossProcess"),
+        .executableTarget(name: "ConcurrencyExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/Concurrency"),
+        .executableTarget(name: "SystemdDaemonExample", dependencies: ["RunLoopKit", "RunLoopKitSystemd"],
+                          path: "Tests/DocExamples/SystemdDaemon"),
         // A program whose main thread runs ThreadRunLoop.main, for the main-dispatch-queue tests
         // (the test runner owns the test process's main thread).
         .executableTarget(
@@ -95,7 +112,8 @@ let package = Package(
         ),
         .testTarget(
             name: "RunLoopKitSystemdTests",
-            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient"]
+            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient",
+                           "SystemdDaemonExample"]
         ),
     ],
     swiftLanguageModes: [.v6]
