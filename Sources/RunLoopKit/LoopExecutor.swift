@@ -60,7 +60,8 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
     }
 
     /// True on the loop's thread, where every job of this executor runs; nil elsewhere, so that
-    /// the runtime asks `checkIsolated()`, whose failure names the loop's thread. Any thread; one gettid(2).
+    /// the runtime asks `checkIsolated()`, whose failure names the loop's thread. Any thread; one
+    /// gettid(2).
     public func isIsolatingCurrentContext() -> Bool? {
         ThreadID.current == runLoop.owner ? true : nil
     }
@@ -88,7 +89,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
         }
     }
 
+    /// Identity: one executor per loop. Any thread; free.
     public static func == (lhs: LoopExecutor, rhs: LoopExecutor) -> Bool { lhs === rhs }
+    /// Hashes the identity. Any thread; free.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// "LoopExecutor(thread <tid> "<name>")". Any thread; a lock.

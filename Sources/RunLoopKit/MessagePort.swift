@@ -14,6 +14,9 @@ import FoundationEssentials
 public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, CustomStringConvertible {
     /// Receives the port's messages on the receiving loop's thread. Held weakly.
     public protocol Delegate: AnyObject, Sendable {
+        /// Called on the receiving loop's thread, once per message, in delivery order
+        /// (NSPortDelegate's handlePortMessage:). Return promptly: the loop handles nothing else
+        /// meanwhile.
         func handlePortMessage(_ message: MessagePort.Message)
     }
 
@@ -80,7 +83,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
     }
 
-    /// The most messages the queue holds before `send` blocks.
+    /// The most messages the queue holds before `send` blocks. Any thread; free.
     public let queueLimit: Int
     /// A local port's doorbell; nil for a proxy.
     let doorbell: EventFD?
@@ -327,9 +330,12 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// batch taken for delivery was still being delivered). Any thread; a lock.
     public var discardedCount: Int { lock.withLock { state.discarded } }
 
+    /// Identity: two values are equal when they are the same port. Any thread; free.
     public static func == (lhs: MessagePort, rhs: MessagePort) -> Bool { lhs === rhs }
+    /// Hashes the identity. Any thread; free.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
+    /// The port's kind, state and queue, for logs. Any thread; a lock and the string.
     public var description: String {
         let (queued, receiving) = lock.withLock { (queue.count, state.hasReceiver) }
         if let remote {

@@ -84,7 +84,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// The innermost mode being run, or nil when the loop is not running. Any thread; takes a lock.
     public var currentMode: Mode? { state.withLock { $0.modeStack.last } }
 
-    /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an atomic load.
+    /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an
+    /// atomic load.
     public var isWaiting: Bool { waiting.load(ordering: .acquiring) }
 
     /// The modes `.common` stands for; `.default` is one from the start. Any thread; takes a lock.
@@ -398,7 +399,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         return performed
     }
 
-    /// Fires the timers whose fire date has come, earliest first. Timers never count as handled sources.
+    /// Fires the timers whose fire date has come, earliest first. Timers never count as handled
+    /// sources.
     private func fireDueTimers(_ timers: [RunLoopTimer]) {
         guard !timers.isEmpty else { return }
         let now = ContinuousClock.now
@@ -554,6 +556,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     // MARK: - Description
 
+    /// The loop's thread, modes and items, for debugging. Any thread; the loop's lock and the string.
     public var debugDescription: String {
         state.withLock { state in
             LoopDescription(loop: self, state: state).text

@@ -7,7 +7,7 @@ import FoundationEssentials
 /// SOCK_SEQPACKET socket ends, proxies that write frames, and the owning side reading frames
 /// into the same queue local senders use.
 extension MessagePort {
-    /// The largest frame (header, component table and data) the transport carries.
+    /// The largest frame (header, component table and data) the transport carries. Any thread; free.
     public static let maximumFrameSize = PortFrame.maximumFrameSize
 
     /// Makes a send right for this port: one end of a new AF_UNIX SOCK_SEQPACKET socketpair,
@@ -217,7 +217,8 @@ extension MessagePort {
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
-    /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame that finds nothing queued
+    /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame
+    /// that finds nothing queued
     /// before it is delivered at once, up to `budget` of them; the others are queued. Returns
     /// how many were delivered. Loop thread only.
     private func readConnections(budget: Int) -> Int {
