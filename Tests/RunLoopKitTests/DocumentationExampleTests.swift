@@ -55,6 +55,21 @@ struct DocumentationExampleTests {
     }
 }
 
+@Test("the README's example is Tests/LoopHost/ReadmeExample.swift, but for the function that wraps it there")
+func readmeShowsTheRunExample() throws {
+    let readme = try #require(readDocument("README.md"))
+    let file = try #require(readDocument("Tests/LoopHost/ReadmeExample.swift"))
+    // The file: a comment, the imports, then `func runReadmeExample() throws {`, the example
+    // indented by four spaces, and `}`.
+    let lines = file.split(separator: "\n", omittingEmptySubsequences: false).drop { $0.hasPrefix("//") || $0.isEmpty }
+    let opening = try #require(lines.firstIndex { $0.hasPrefix("func runReadmeExample()") })
+    let closing = try #require(lines.lastIndex(of: "}"))
+    let body = lines[(opening + 1)..<closing].map { $0.hasPrefix("    ") ? $0.dropFirst(4) : $0 }
+    let example = (lines[..<opening] + body).map { $0 + "\n" }.joined()
+    let shown = codeBlocks(in: readme, language: "swift").contains(example)
+    #expect(shown, "README.md shows no swift code block identical to ReadmeExample.swift's example:\n\(example)")
+}
+
 /// A file of this package, by its path from the package root (found from this source file's
 /// place, Tests/RunLoopKitTests/).
 func readDocument(_ relativePath: String) -> String? {
