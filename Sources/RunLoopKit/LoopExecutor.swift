@@ -60,8 +60,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
     }
 
     /// True on the loop's thread, where every job of this executor runs; nil elsewhere, so that
-    /// the runtime asks `checkIsolated()`, whose failure names the loop's thread. Any thread; one
-    /// gettid(2).
+    /// the runtime asks `checkIsolated()`, whose failure names the loop's thread. Any thread; one gettid(2).
     public func isIsolatingCurrentContext() -> Bool? {
         ThreadID.current == runLoop.owner ? true : nil
     }

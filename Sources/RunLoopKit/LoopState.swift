@@ -24,6 +24,8 @@ final class ModeState {
     @exclusivity(unchecked) private var watches: [Int32: DescriptorWatch] = [:]
     /// How many of `watches` epoll refused (always ready).
     @exclusivity(unchecked) private var unpollableWatches = 0
+    /// When the mode's timers next need the loop. Loop thread only.
+    @exclusivity(unchecked) var timerSchedule = TimerSchedule()
 
     init(mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) {
         self.mode = mode

@@ -128,6 +128,7 @@ extension MessagePort {
     /// After the consumer took a message from the queue (lock held; released here): wakes
     /// senders waiting for room, and the loop if frames wait to be read into that room.
     private func tookForConsumerLocked() {
+        state.statistics.delivered &+= 1
         let senders = didTakeLocked()
         refreshDeliverableLocked()
         var ring = false
@@ -146,6 +147,7 @@ extension MessagePort {
     /// or the task is cancelled.
     @inline(never)
     private func enqueueSuspending(_ message: Message) async throws(PortError) {
+        var suspended = false
         while true {
             lock.lock()
             guard membership.isValid else {
@@ -160,6 +162,8 @@ extension MessagePort {
                 lock.unlock()
                 throw .cancelled
             }
+            if !suspended { state.statistics.sendersBlocked &+= 1 }
+            suspended = true
             state.sendersSuspended += 1
             let ticket = state.sendersSuspended
             lock.unlock()

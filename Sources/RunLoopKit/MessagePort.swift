@@ -34,7 +34,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// A delegate that went away is noticed (and this cleared) at delivery.
         @exclusivity(unchecked) var hasReceiver = false
         @exclusivity(unchecked) var invalidationHandler: (@Sendable (MessagePort) -> Void)?
-        @exclusivity(unchecked) var discarded = 0
+        @exclusivity(unchecked) var statistics = Statistics()
         /// The receive ends of send rights (cross-process senders), created on first use.
         @exclusivity(unchecked) var connections: PortConnections?
         /// The send right this port puts in messages it is a component or reply port of: one
@@ -107,6 +107,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// `refreshDeliverableLocked`, so a receiver set later makes the port deliverable.
     let connectionsPending = Atomic<Bool>(false)
     let membership = LoopMembership()
+    /// A proxy's counters, kept outside the lock its sends do not take; nil for a local port.
+    let proxyCounters: ProxyCounters?
 
     /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; one eventfd.
     /// Throws `.resourceExhausted` when the process or system is out of descriptors.
@@ -114,6 +116,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
         self.queueLimit = queueLimit
         remote = nil
+        proxyCounters = nil
         do {
             doorbell = try EventFD()
         } catch {
@@ -126,6 +129,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         queueLimit = 1
         doorbell = nil
         remote = socket
+        proxyCounters = ProxyCounters()
     }
 
     deinit {
@@ -244,6 +248,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(never)
     private func enqueueWaiting(_ message: consuming Message, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         let deadline = deadline()
+        var waited = false
         lock.lock()
         while true {
             guard membership.isValid else {
@@ -251,6 +256,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                 throw .invalidPort
             }
             if queue.count < queueLimit { break }
+            if !waited { state.statistics.sendersBlocked &+= 1 }
+            waited = true
             state.waitingSenders += 1
             let inTime = lock.wait(until: deadline)
             state.waitingSenders -= 1
@@ -271,6 +278,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return
         }
         queue.append(message)
+        state.statistics.accepted(queued: queue.count)
         var ring = false
         if state.hasReceiver {
             deliverable.store(true, ordering: .releasing)
@@ -293,7 +301,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         guard wasValid else { return }
         let (handler, consumer, senders) = lock.withLock {
             () -> ((@Sendable (MessagePort) -> Void)?, UnsafeContinuation<Message?, Never>?, [SuspendedSender]) in
-            state.discarded += queue.count
+            state.statistics.discarded &+= UInt64(queue.count)
             queue.removeAll()
             // The owner's receive ends are shut down rather than closed (another thread may
             // still use the descriptors, closed in deinit): every sender sees EPIPE at once.
@@ -328,7 +336,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Messages discarded because the port was invalidated while they were queued (or while a
     /// batch taken for delivery was still being delivered). Any thread; a lock.
-    public var discardedCount: Int { lock.withLock { state.discarded } }
+    public var discardedCount: Int { lock.withLock { Int(state.statistics.discarded) } }
 
     /// Identity: two values are equal when they are the same port. Any thread; free.
     public static func == (lhs: MessagePort, rhs: MessagePort) -> Bool { lhs === rhs }
@@ -394,6 +402,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // anything queued now, so they go first: each sender's order holds in nested runs too.
         if state.delivering || limit == 1 || queue.count == 1 {
             let message = (state.delivering ? batch.popFirst() : nil) ?? queue.popFirst()!
+            state.statistics.delivered &+= 1
             let senders = didTakeLocked()
             lock.unlock()
             Self.resume(senders)
@@ -413,7 +422,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             delivered += 1
         }
         lock.withLock {
-            state.discarded += batch.count
+            state.statistics.delivered &+= UInt64(delivered)
+            state.statistics.discarded &+= UInt64(batch.count)
             batch.removeAll()
             state.delivering = false
         }
@@ -426,6 +436,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(never)
     func handOffLocked(_ message: consuming Message, to consumer: UnsafeContinuation<Message?, Never>) {
         state.waitingConsumer = nil
+        state.statistics.accepted(queued: 0)
+        state.statistics.delivered &+= 1
         let senders = didTakeLocked()
         lock.unlock()
         consumer.resume(returning: message)

@@ -144,8 +144,7 @@ extension ResidentThread {
             }
         }
 
-        /// Sleeps until the ticket's block ran (true) or the thread finished without running it
-        /// (false).
+        /// Sleeps until the ticket's block ran (true) or the thread finished without running it (false).
         func waitFor(_ ticket: UInt64) -> Bool {
             lock.withLock {
                 while true {

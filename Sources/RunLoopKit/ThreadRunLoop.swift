@@ -52,6 +52,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// it there too). Loop thread only.
     private let drainingMainQueue = LoopThreadOnly(false)
     private let executorSlot = InitializedOnce<LoopExecutor>()
+    let counters = LoopCounters()
+    /// Bumped whenever a timer of this loop changes its fire date or tolerance, or starts or
+    /// ends firing, so that a pass recomputes its mode's `TimerSchedule` only after a change.
+    private let timerEpoch = Atomic<UInt64>(0)
     /// Set by every invocation that found its mode alive, so that `run(mode:before:)` tells a
     /// mode empty at the call (false) from one its run emptied (true, DESIGN §3.4); nested
     /// invocations only ever set it. Loop thread only.
@@ -84,8 +88,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// The innermost mode being run, or nil when the loop is not running. Any thread; takes a lock.
     public var currentMode: Mode? { state.withLock { $0.modeStack.last } }
 
-    /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an
-    /// atomic load.
+    /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an atomic load.
     public var isWaiting: Bool { waiting.load(ordering: .acquiring) }
 
     /// The modes `.common` stands for; `.default` is one from the start. Any thread; takes a lock.
@@ -259,6 +262,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private func runPass(_ modeState: ModeState, _ scratch: PassScratch, _ invocation: Invocation,
                          firstPass: Bool) -> RunResult? {
         let returnAfterSourceHandled = invocation.returnAfterSourceHandled
+        LoopCounters.add(1, to: counters.passes)
         // Anything asked of the loop before this point is seen by this pass. (Cleared only when
         // set: the usual pass, woken by a port, skips the locked exchange.)
         if wakePending.load(ordering: .relaxed) {
@@ -301,7 +305,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             for source in items.alwaysReadySources { scratch.ready.append(.fileDescriptor(source, source.events)) }
         }
 
-        if items.hasTimers { fireDueTimers(items.timers) }
+        if items.hasTimers { fireDueTimers(modeState, items) }
         if handleSource1(scratch.ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
             handled = true
         }
@@ -377,6 +381,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         guard !scratch.blocks.isEmpty else { return false }
         pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
+        LoopCounters.add(scratch.blocks.count, to: counters.handledSources)
         while let pending = scratch.blocks.popFirst() {
             switch pending.work {
             case .block(let block): block()
@@ -393,6 +398,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         for source in sources where source.isSignalled {
             guard source.takeSignal(), source.isValid else { continue }
             source.performCallout()
+            LoopCounters.add(1, to: counters.handledSources)
             performed = true
             if stopAfterFirst { break }
         }
@@ -400,14 +406,40 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// Fires the timers whose fire date has come, earliest first. Timers never count as handled
-    /// sources.
-    private func fireDueTimers(_ timers: [RunLoopTimer]) {
-        guard !timers.isEmpty else { return }
+    /// sources. A pass in which none is due costs a clock read and a comparison, however many
+    /// timers the mode holds; the timers are looked at one by one only when one is due.
+    private func fireDueTimers(_ modeState: ModeState, _ items: ItemSnapshot) {
+        guard let earliest = timerSchedule(modeState, items).earliestFire, earliest <= .now else { return }
         let now = ContinuousClock.now
-        let due = timers.filter { $0.isDue(at: now) }
+        let due = items.timers.filter { $0.isDue(at: now) }
+        var fired = 0
         for timer in due.sorted(by: { $0.fireDate < $1.fireDate }) {
-            timer.fire(now: now)
+            // Bumped on both sides of the callout: a run nested in the handler must leave the
+            // firing timer out, and the next pass must see its new fire date.
+            timerEpoch.add(1, ordering: .releasing)
+            if timer.fire(now: now) { fired += 1 }
+            timerEpoch.add(1, ordering: .releasing)
         }
+        LoopCounters.add(fired, to: counters.timerFires)
+    }
+
+    /// The mode's timer schedule, recomputed (one lock per timer) only when the mode's items
+    /// or a timer of this loop changed since it was last computed. Loop thread only.
+    private func timerSchedule(_ modeState: ModeState, _ items: ItemSnapshot) -> TimerSchedule {
+        let epoch = timerEpoch.load(ordering: .acquiring)
+        if modeState.timerSchedule.isCurrent(generation: items.generation, epoch: epoch) {
+            return modeState.timerSchedule
+        }
+        let schedule = TimerSchedule(items.timers, generation: items.generation, epoch: epoch)
+        modeState.timerSchedule = schedule
+        return schedule
+    }
+
+    /// A timer of this loop changed its fire date or tolerance: the loop recomputes its
+    /// schedule and re-arms its wait. Any thread; an atomic add and `wakeUp()`.
+    func timersDidChange() {
+        timerEpoch.add(1, ordering: .releasing)
+        wakeUp()
     }
 
     /// Delivers ready port messages and fd events in arrival order, at most `budget` of them.
@@ -415,7 +447,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// again in memory, a level-triggered fd by the next epoll_wait.
     private func handleSource1(_ ready: RingBuffer<Source1Event>, budget: Int) -> Int {
         var remaining = budget
-        defer { ready.removeAll() }
+        defer {
+            ready.removeAll()
+            LoopCounters.add(budget - remaining, to: counters.handledSources)
+        }
         while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
@@ -458,11 +493,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private func sleep(_ modeState: ModeState, _ items: ItemSnapshot, deadline: LoopInstant?,
                        into scratch: PassScratch) {
         var wakeAt = deadline
-        if items.hasTimers {
-            let now = LoopInstant.now
-            for timer in items.timers {
-                if let date = timer.wakeInstant(now: now), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
-            }
+        if items.hasTimers, let date = timerSchedule(modeState, items).wakeInstant(now: .now),
+           wakeAt.map({ date < $0 }) ?? true {
+            wakeAt = date
         }
         waiting.store(true, ordering: .sequentiallyConsistent)
         defer { waiting.store(false, ordering: .releasing) }
@@ -471,7 +504,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         while true {
             let woken = waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
                                        consumeWakeUp: true, into: scratch)
-            if woken || !scratch.ready.isEmpty { return }
+            if woken || !scratch.ready.isEmpty {
+                LoopCounters.add(1, to: counters.wakeUps)
+                return
+            }
         }
     }
 
@@ -556,7 +592,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     // MARK: - Description
 
-    /// The loop's thread, modes and items, for debugging. Any thread; the loop's lock and the string.
+    /// The loop's thread, modes and items, for debugging. Any thread; the loop's lock and the
+    /// string.
     public var debugDescription: String {
         state.withLock { state in
             LoopDescription(loop: self, state: state).text

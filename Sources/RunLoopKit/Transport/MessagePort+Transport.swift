@@ -106,14 +106,16 @@ extension MessagePort {
     // MARK: - Sending through a proxy
 
     /// Writes one frame, built in place; waits in poll(2) while the peer's buffer is full.
+    /// `countsBlocked`: a wait for room counts in `sendersBlocked` (the async path counts its
+    /// own suspension instead, once per send).
     func sendRemote(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?,
-                    deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+                    countsBlocked: Bool = true, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         guard let remote, isValid else { throw .invalidPort }
         // The usual message, one DATA component and no port, takes one pass over one
         // component and gathers no descriptors.
         if replyPort == nil, components.count == 1, case .data(let data) = components[0] {
             let size = try FrameWriter.size(ofSingleData: data.count)
-            try transmit(frameOf: size, descriptors: [], through: remote, deadline: deadline) { buffer in
+            try transmit(frameOf: size, descriptors: [], through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
                 FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
             }
             return
@@ -123,7 +125,7 @@ extension MessagePort {
         var descriptors: [Int32] = []
         for case .port(let port) in components { descriptors.append(try port.transferableDescriptor()) }
         if let replyPort { descriptors.append(try replyPort.transferableDescriptor()) }
-        try transmit(frameOf: size, descriptors: descriptors, through: remote, deadline: deadline) { buffer in
+        try transmit(frameOf: size, descriptors: descriptors, through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
             FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: components, into: buffer)
         }
     }
@@ -131,7 +133,7 @@ extension MessagePort {
     /// Builds a frame of `size` bytes on the stack with `write` and sends it with `descriptors`.
     @inline(__always)
     private func transmit(frameOf size: Int, descriptors: [Int32], through remote: SeqPacketSocket,
-                          deadline: () -> ContinuousClock.Instant?,
+                          countsBlocked: Bool, deadline: () -> ContinuousClock.Instant?,
                           write: (UnsafeMutableRawBufferPointer) -> Void) throws(PortError) {
         let failure = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer -> PortError? in
             write(buffer)
@@ -140,23 +142,29 @@ extension MessagePort {
                 try remote.send(frame, descriptors: descriptors)
                 return nil
             } catch {
-                return sendAfter(error, frame: frame, descriptors: descriptors, through: remote, deadline: deadline)
+                return sendAfter(error, frame: frame, descriptors: descriptors, through: remote,
+                                 countsBlocked: countsBlocked, deadline: deadline)
             }
         }
         if let failure { throw failure }
+        proxyCounters?.sent.add(1, ordering: .relaxed)
     }
 
     /// The first write failed with `error`: waits while the peer's buffer is full and retries,
     /// or maps the error. Returns nil once the frame is sent.
     @inline(never)
     private func sendAfter(_ error: Errno, frame: UnsafeRawBufferPointer, descriptors: [Int32],
-                           through remote: SeqPacketSocket, deadline: () -> ContinuousClock.Instant?) -> PortError? {
+                           through remote: SeqPacketSocket, countsBlocked: Bool,
+                           deadline: () -> ContinuousClock.Instant?) -> PortError? {
         var error = error
         var resolvedDeadline: ContinuousClock.Instant??
         while true {
             switch error.rawValue {
             case EAGAIN:
-                if resolvedDeadline == nil { resolvedDeadline = .some(deadline()) }
+                if resolvedDeadline == nil {
+                    resolvedDeadline = .some(deadline())
+                    if countsBlocked { proxyCounters?.sendersBlocked.add(1, ordering: .relaxed) }
+                }
                 let bell: EventFD
                 do { bell = try invalidationBell() } catch { return error }
                 guard remote.waitUntilWritable(deadline: resolvedDeadline!, interruptedBy: bell) else { return .timedOut }
@@ -217,8 +225,7 @@ extension MessagePort {
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
-    /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame
-    /// that finds nothing queued
+    /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame that finds nothing queued
     /// before it is delivered at once, up to `budget` of them; the others are queued. Returns
     /// how many were delivered. Loop thread only.
     private func readConnections(budget: Int) -> Int {
@@ -307,6 +314,8 @@ extension MessagePort {
         case .success(let message):
             lock.lock()
             if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
+                state.statistics.accepted(queued: 0)
+                state.statistics.delivered &+= 1
                 lock.unlock()
                 receiver.deliver(message)
                 return 1
@@ -317,6 +326,7 @@ extension MessagePort {
                 return 0
             }
             queue.append(message)
+            state.statistics.accepted(queued: queue.count)
             refreshDeliverableLocked()
             room = membership.isValid ? queueLimit - queue.count : 0
             lock.unlock()

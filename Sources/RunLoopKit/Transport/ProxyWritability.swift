@@ -72,14 +72,18 @@ extension MessagePort {
     /// The async `send` through a proxy: writes at once when the peer's buffer has room, else
     /// suspends on the `AsyncHost` loop until it has, and tries again.
     func sendRemoteSuspending(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?) async throws(PortError) {
+        var suspended = false
         while true {
             do {
                 // A deadline already passed: a full buffer reports `.timedOut` instead of waiting.
-                try sendRemote(msgid: msgid, components: components, replyPort: replyPort, deadline: { .now })
+                try sendRemote(msgid: msgid, components: components, replyPort: replyPort,
+                               countsBlocked: false, deadline: { .now })
                 return
             } catch .timedOut {
                 guard !Task.isCancelled else { throw .cancelled }
             }
+            if !suspended { proxyCounters?.sendersBlocked.add(1, ordering: .relaxed) }
+            suspended = true
             guard let remote else { throw .invalidPort }
             switch await ProxyWritability.wait(for: remote, bell: try invalidationBell()) {
             case .room: continue
