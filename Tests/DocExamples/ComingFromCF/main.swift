@@ -1,4 +1,4 @@
-import FoundationEssentials
+import Foundation
 import RunLoopKit
 import Synchronization
 
@@ -35,15 +35,22 @@ try networkPort.send(msgid: 1000, components: [.data(Data("hello".utf8))], from:
 // [[NSRunLoop currentRunLoop] runMode:NSDefaultRunLoopMode beforeDate:…]: returns after one source.
 ThreadRunLoop.current.run(mode: .default, before: .now + .seconds(10))
 
-// CFRunLoopSourceCreate + CFRunLoopSourceSignal + CFRunLoopWakeUp: a command buffer.
-let commands = Mutex<[String]>([])
+// CFRunLoopSourceCreate + CFRunLoopSourceSignal + CFRunLoopWakeUp: a command buffer that any
+// thread fills and the source drains on the network thread.
+final class CommandBuffer: @unchecked Sendable {           // `commands` only under `lock`
+    private let lock = NSLock()
+    private var commands: [String] = []
+    func add(_ command: String) { lock.withLock { commands.append(command) } }
+    func takeAll() -> [String] { lock.withLock { defer { commands = [] }; return commands } }
+}
+let buffer = CommandBuffer()
 let commandSource = RunLoopSource(perform: {               // runs on the network thread
-    for command in commands.withLock({ pending in defer { pending = [] }; return pending }) {
+    for command in buffer.takeAll() {
         try? localPort.send(msgid: 1, components: [.data(Data("did \(command)".utf8))], timeout: .seconds(1))
     }
 })
 network.runLoop.add(commandSource, forMode: .default)
-commands.withLock { $0.append("fetch") }
+buffer.add("fetch")
 commandSource.signal()                                    // marks it pending; does not wake
 network.runLoop.wakeUp()
 ThreadRunLoop.current.run(mode: .default, before: .now + .seconds(10))
