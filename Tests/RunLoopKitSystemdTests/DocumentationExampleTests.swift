@@ -30,7 +30,7 @@ struct SystemdDocumentationExampleTests {
         let name = "rlk-doc-greeter.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let daemon = try DaemonProcess(executable: "SystemdDaemonExample", environment: [
             "NOTIFY_SOCKET": socket.path,
-            "WATCHDOG_USEC": "200000",
+            "WATCHDOG_USEC": "2000000",     // a ping at once, then every second: few datagrams to queue
         ], arguments: [name])
 
         let ready = try await socket.waitFor("READY=1")
