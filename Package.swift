@@ -6,6 +6,8 @@ let package = Package(
     products: [
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .library(name: "RunLoopKitSystemd", targets: ["RunLoopKitSystemd"]),
+        .library(name: "RunLoopKitServiceLifecycle", targets: ["RunLoopKitServiceLifecycle"]),
+        .library(name: "RunLoopKitMetrics", targets: ["RunLoopKitMetrics"]),
         .executable(name: "example-daemon", targets: ["ExampleDaemon"]),
         .executable(name: "example-client", targets: ["ExampleClient"]),
         .executable(name: "Benchmarks", targets: ["Benchmarks"]),
@@ -13,6 +15,9 @@ let package = Package(
     dependencies: [
         // Benchmarks only: SwiftNIO is one of the peers we measure against.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // The adapters' products only: a package that uses the RunLoopKit product builds neither.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // Documentation only: `swift package generate-documentation` (CI builds the DocC catalogs).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -33,6 +38,21 @@ let package = Package(
         .target(
             name: "RunLoopKitSystemd",
             dependencies: ["RunLoopKit", "CSystemd"]
+        ),
+        // Adapters to the Swift server ecosystem, each its own product.
+        .target(
+            name: "RunLoopKitServiceLifecycle",
+            dependencies: [
+                "RunLoopKit",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "RunLoopKitMetrics",
+            dependencies: [
+                "RunLoopKit",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
         ),
         // The example service: its messages, the daemon and the client.
         .target(
@@ -114,6 +134,25 @@ let package = Package(
             name: "RunLoopKitSystemdTests",
             dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient",
                            "SystemdDaemonExample"]
+        ),
+        // A daemon whose main thread runs ThreadRunLoop.main inside a ServiceGroup, for the
+        // graceful-shutdown tests (they send it SIGTERM).
+        .executableTarget(
+            name: "ServiceHost",
+            dependencies: ["RunLoopKit", "RunLoopKitServiceLifecycle",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            path: "Tests/ServiceHost"
+        ),
+        .testTarget(
+            name: "RunLoopKitServiceLifecycleTests",
+            dependencies: ["RunLoopKit", "RunLoopKitServiceLifecycle", "ServiceHost",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle")]
+        ),
+        .testTarget(
+            name: "RunLoopKitMetricsTests",
+            dependencies: ["RunLoopKit", "RunLoopKitMetrics",
+                           .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
     ],
     swiftLanguageModes: [.v6]

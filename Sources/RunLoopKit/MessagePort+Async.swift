@@ -131,14 +131,14 @@ extension MessagePort {
         state.statistics.delivered &+= 1
         let senders = didTakeLocked()
         refreshDeliverableLocked()
-        var ring = false
-        if deliverable.load(ordering: .relaxed) && !state.doorbellRung {
-            state.doorbellRung = true
-            ring = true
+        var loop: ThreadRunLoop?
+        if deliverable.load(ordering: .relaxed) && !state.loopNotified {
+            state.loopNotified = true
+            loop = state.receivingLoop
         }
         lock.unlock()
         Self.resume(senders)
-        if ring { doorbell?.ring() }
+        loop?.portBecameReady(self)
     }
 
     // MARK: - Suspending senders

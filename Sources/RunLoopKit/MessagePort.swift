@@ -7,10 +7,11 @@ import FoundationEssentials
 ///
 /// The queue is bounded by `queueLimit`. `send` never blocks while the queue has room; when it
 /// is full the sender sleeps in the kernel until the receiver makes room, the deadline passes
-/// (`.timedOut`) or the port is invalidated (`.invalidPort`). The receiving loop is woken through
-/// the port's eventfd doorbell, rung once per burst (only when the queue goes from "drained" to
-/// "has messages"), and drains a bounded batch per pass. With no delegate and no handler,
-/// messages stay queued until one is set.
+/// (`.timedOut`) or the port is invalidated (`.invalidPort`). The receiving loop learns of the
+/// port once per burst (when the queue goes from "drained" to "has messages") through its
+/// ready list, which rings the loop only when it is asleep, and drains a bounded batch per
+/// pass. With no delegate and no handler, messages stay queued until one is set. A local port
+/// holds no descriptor until it gains a send right.
 public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, CustomStringConvertible {
     /// Receives the port's messages on the receiving loop's thread. Held weakly.
     public protocol Delegate: AnyObject, Sendable {
@@ -25,8 +26,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // Every field is guarded by the port's lock; the runtime exclusivity check would only
         // repeat that.
         @exclusivity(unchecked) var delivering = false
-        /// The doorbell was rung and the receiver has not drained the queue since.
-        @exclusivity(unchecked) var doorbellRung = false
+        /// The receiving loop was told the port has messages (`ThreadRunLoop.portBecameReady`)
+        /// and has not drained the queue since.
+        @exclusivity(unchecked) var loopNotified = false
+        /// The loop that receives the port while it is in one of its modes.
+        @exclusivity(unchecked) var receivingLoop: ThreadRunLoop?
         @exclusivity(unchecked) var waitingSenders = 0
         @exclusivity(unchecked) var handler: (@Sendable (Message) -> Void)?
         @exclusivity(unchecked) weak var delegate: (any Delegate)?
@@ -85,8 +89,6 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// The most messages the queue holds before `send` blocks. Any thread; free.
     public let queueLimit: Int
-    /// A local port's doorbell; nil for a proxy.
-    let doorbell: EventFD?
     /// A proxy's send right (one end of a socketpair whose other end another process reads).
     let remote: SeqPacketSocket?
     let token = Source1Token.next()
@@ -110,30 +112,24 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// A proxy's counters, kept outside the lock its sends do not take; nil for a local port.
     let proxyCounters: ProxyCounters?
 
-    /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; one eventfd.
-    /// Throws `.resourceExhausted` when the process or system is out of descriptors.
+    /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; a few
+    /// allocations and no descriptor (it throws nothing today: the signature leaves room for a
+    /// port that needs a kernel resource).
     public init(queueLimit: Int = 1024) throws(PortError) {
         precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
         self.queueLimit = queueLimit
         remote = nil
         proxyCounters = nil
-        do {
-            doorbell = try EventFD()
-        } catch {
-            throw .resourceExhausted(errno: error.rawValue)
-        }
     }
 
     /// A proxy sending through `socket`.
     init(proxyFor socket: SeqPacketSocket) {
         queueLimit = 1
-        doorbell = nil
         remote = socket
         proxyCounters = ProxyCounters()
     }
 
     deinit {
-        doorbell?.close()
         remote?.close()
         state.sharedSendRight?.close()
         state.invalidationBell?.close()
@@ -173,7 +169,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// consumer; a `messages()` sequence that was the receiver finishes. Messages and parked
     /// frames that waited for a receiver make the loop come and deliver or read them.
     func setReceiver(_ change: (State) -> Void) {
-        let (ring, finishedConsumer): (Bool, UnsafeContinuation<Message?, Never>?) = lock.withLock {
+        let (loop, finishedConsumer): (ThreadRunLoop?, UnsafeContinuation<Message?, Never>?) = lock.withLock {
             let waiter = state.waitingConsumer
             state.consumer = nil
             state.waitingConsumer = nil
@@ -181,11 +177,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             state.hasReceiver = state.handler != nil || state.delegate != nil
             refreshDeliverableLocked()
             let deliverNow = deliverable.load(ordering: .relaxed)
-            if deliverNow { state.doorbellRung = true }
-            return (deliverNow, waiter)
+            if deliverNow { state.loopNotified = true }
+            return (deliverNow ? state.receivingLoop : nil, waiter)
         }
         finishedConsumer?.resume(returning: nil)
-        if ring { doorbell?.ring() }
+        loop?.portBecameReady(self)
     }
 
     /// Recomputes `deliverable` from the state (lock held). A handler or delegate needs the loop
@@ -269,7 +265,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         appendLocked(message)
     }
 
-    /// Appends with the lock held, releases it, and rings the doorbell if this starts a burst.
+    /// Appends with the lock held, releases it, and tells the receiving loop if this starts a burst.
     /// A `messages()` consumer waiting for a message (the queue is empty then) takes it directly.
     @inline(__always)
     func appendLocked(_ message: consuming Message) {
@@ -279,16 +275,16 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
         queue.append(message)
         state.statistics.accepted(queued: queue.count)
-        var ring = false
+        var loop: ThreadRunLoop?
         if state.hasReceiver {
             deliverable.store(true, ordering: .releasing)
-            if !state.doorbellRung {
-                state.doorbellRung = true
-                ring = true
+            if !state.loopNotified {
+                state.loopNotified = true
+                loop = state.receivingLoop
             }
         }
         lock.unlock()
-        if ring { doorbell?.ring() }
+        loop?.portBecameReady(self)
     }
 
     // MARK: - State
@@ -361,8 +357,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return [Source1Registration(token: token, descriptor: remote.descriptor,
                                         interest: [.peerHangUp, .edgeTriggered], source: .proxy(self))]
         }
-        var registrations = [Source1Registration(token: token, descriptor: doorbell!.descriptor,
-                                                 interest: [.readable, .edgeTriggered], source: .portDoorbell(self))]
+        var registrations: [Source1Registration] = []
         lock.withLock {
             registrations += state.publication?.registrations ?? []
             guard let connections = state.connections else { return }
@@ -377,8 +372,26 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         Source1Registration(token: connection.token, descriptor: connection.socket.descriptor,
                             interest: [.readable], source: .portConnection(self, connections, connection.socket))
     }
-    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "MessagePort") }
-    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
+    func attach(to loop: ThreadRunLoop) -> Bool {
+        guard membership.attach(to: loop, kind: "MessagePort") else { return false }
+        lock.withLock { state.receivingLoop = loop }
+        return true
+    }
+
+    func detach(from loop: ThreadRunLoop) {
+        membership.detach(from: loop)
+        lock.withLock { if state.receivingLoop === loop { state.receivingLoop = nil } }
+    }
+
+    /// Messages that arrived before the port entered this mode are delivered in it.
+    func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {
+        if hasDeliverableMessages { loop.portBecameReady(self) }
+    }
+
+    /// Whether `loop` receives the port (it is in one of the loop's modes). Any thread; a lock.
+    func isReceived(by loop: ThreadRunLoop) -> Bool {
+        lock.withLock { state.receivingLoop === loop }
+    }
 
     /// Whether a receiver is set and messages are queued. Lock-free: the loop checks it every pass.
     var hasDeliverableMessages: Bool { deliverable.load(ordering: .acquiring) }
@@ -391,7 +404,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             // Nothing queued, or no receiver (a delegate may have gone away, or a `messages()`
             // consumer takes them itself): park until a message or a receiver arrives.
             state.hasReceiver = state.receiver != nil
-            if queue.isEmpty || state.consumer != nil { state.doorbellRung = false }
+            if queue.isEmpty || state.consumer != nil { state.loopNotified = false }
             refreshDeliverableLocked()
             lock.unlock()
             return 0
@@ -444,14 +457,14 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         Self.resume(senders)
     }
 
-    /// After messages were taken from the queue (lock held): re-arm the doorbell once the queue
+    /// After messages were taken from the queue (lock held): re-arm the loop notice once the queue
     /// is drained, and wake senders waiting for room. Returns the suspended async senders the
     /// room goes to, to be resumed once the lock is released: once the queue is down to half
     /// its limit, one per free slot, so that a full queue wakes its async senders in batches
     /// rather than one task per message taken.
     func didTakeLocked() -> [SuspendedSender] {
         if queue.isEmpty {
-            state.doorbellRung = false
+            state.loopNotified = false
             refreshDeliverableLocked()
         }
         if state.waitingSenders > 0 { lock.broadcast() }

@@ -29,7 +29,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Deduplicates rings (one write per burst of wake-ups) and tells a real wake-up from
     /// an edge left over from a pass that had already seen the work.
     private let wakePending = Atomic<Bool>(false)
-    private let waiting = Atomic<Bool>(false)
+    /// How the loop sleeps right now (`Sleep`), so that a waker rings the right bell, and
+    /// only when the loop is asleep.
+    private let sleeping = Atomic<UInt8>(Sleep.awake)
+    /// The bell of a loop asleep on nothing the kernel must watch.
+    private let futex = Futex()
+    /// Ports with messages for this loop (see `ReadyPorts`).
+    let readyPorts = ReadyPorts()
     private let stopRequested = Atomic<Bool>(false)
     private let pendingBlockCount = Atomic<Int>(0)
     /// Buffers for run invocations, reused so a steady pass allocates nothing. Loop thread only.
@@ -89,7 +95,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     public var currentMode: Mode? { state.withLock { $0.modeStack.last } }
 
     /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an atomic load.
-    public var isWaiting: Bool { waiting.load(ordering: .acquiring) }
+    public var isWaiting: Bool { sleeping.load(ordering: .acquiring) != Sleep.awake }
 
     /// The modes `.common` stands for; `.default` is one from the start. Any thread; takes a lock.
     public var commonModes: Set<Mode> { state.withLock { $0.commonModes } }
@@ -122,11 +128,25 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Wakes the loop if it is asleep so it runs a pass (e.g. after `RunLoopSource.signal()`).
     /// Any thread; one atomic exchange, plus one eventfd write when no wake-up is already pending.
     public func wakeUp() {
-        // Only a loop asleep in the kernel needs the eventfd write: one that is still in its pass
-        // sees `wakePending` before it sleeps (`sleep` sets `waiting` first, then looks; both
-        // sides are sequentially consistent, so one of them sees the other).
-        if !wakePending.exchange(true, ordering: .sequentiallyConsistent) && waiting.load(ordering: .sequentiallyConsistent) {
-            wakeDoorbell.ring()
+        if !wakePending.exchange(true, ordering: .sequentiallyConsistent) { ringIfAsleep() }
+    }
+
+    /// A port received by this loop has messages for it (`ReadyPorts`): the loop services it in
+    /// its next pass of a mode that holds it, waking for it only then. Any thread; a lock, an
+    /// atomic exchange and, when the loop is asleep, one futex or eventfd write.
+    func portBecameReady(_ port: MessagePort) {
+        if readyPorts.push(port) { ringIfAsleep() }
+    }
+
+    /// Only a loop asleep in the kernel needs a ring: one that is still in its pass sees the
+    /// flag that was set before this call when it looks before sleeping (`sleep` publishes
+    /// that it sleeps, then looks; both sides are sequentially consistent, so one of them sees
+    /// the other).
+    private func ringIfAsleep() {
+        switch sleeping.load(ordering: .sequentiallyConsistent) {
+        case Sleep.futex: futex.post()
+        case Sleep.epoll: wakeDoorbell.ring()
+        default: break
         }
     }
 
@@ -286,9 +306,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // Descriptors epoll refuses are always ready, so while the mode holds one the loop
         // polls in every pass instead of sleeping (as a poll(2) loop would).
         scratch.ready.removeAll()
-        for index in items.ports.indices where items.ports[index].hasDeliverableMessages {
-            scratch.ready.append(.port(items.ports[index]))
-        }
+        readyPorts.collect(for: items, of: self, into: scratch.ready)
         if scratch.ready.isEmpty {
             if (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources)
                 && (items.hasKernelOnlySources1 || invocation.servesMainQueue) {
@@ -297,7 +315,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
             if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending && !items.hasAlwaysReadySources {
                 notify(.beforeWaiting, items)
-                sleep(modeState, items, deadline: invocation.deadline, into: scratch)
+                sleep(modeState, items, invocation, into: scratch)
                 notify(.afterWaiting, items)
             }
         }
@@ -443,18 +461,21 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// Delivers ready port messages and fd events in arrival order, at most `budget` of them.
-    /// Events left over (budget spent) are dropped: a port still holding messages is found
-    /// again in memory, a level-triggered fd by the next epoll_wait.
     private func handleSource1(_ ready: RingBuffer<Source1Event>, budget: Int) -> Int {
         var remaining = budget
         defer {
-            ready.removeAll()
+            // Ports left over when the budget ran out keep their place; fd events are found
+            // again by the next epoll_wait (level-triggered).
+            while let event = ready.popFirst() {
+                if case .port(let port) = event, port.hasDeliverableMessages { readyPorts.keep(port) }
+            }
             LoopCounters.add(budget - remaining, to: counters.handledSources)
         }
         while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
                 remaining -= port.service(upTo: remaining)
+                if port.hasDeliverableMessages { readyPorts.keep(port) }
             case .proxyHungUp(let port):
                 // The owner of the port died or invalidated it: the dead-name notification.
                 port.invalidate()
@@ -487,23 +508,35 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     // MARK: - Waiting
 
     /// Sleeps in the kernel until a Source1 of the mode is ready, a wake-up is asked for, the
-    /// earliest timer's tolerance window closes, or `deadline` passes. Edges that turn out to
-    /// carry no work (a doorbell whose messages an earlier pass already delivered) do not end
-    /// the sleep.
-    private func sleep(_ modeState: ModeState, _ items: ItemSnapshot, deadline: LoopInstant?,
+    /// earliest timer's tolerance window closes, or the invocation's deadline passes. A mode
+    /// the kernel must watch for (fd sources, send rights' connections, proxies, the main
+    /// dispatch queue) sleeps in its epoll set; any other on the loop's futex, a cheaper sleep
+    /// and wake than an eventfd and epoll's ready list. Rings that carry nothing for this mode
+    /// (a port of another mode, an edge whose work an earlier pass already did) do not
+    /// end the sleep.
+    private func sleep(_ modeState: ModeState, _ items: ItemSnapshot, _ invocation: Invocation,
                        into scratch: PassScratch) {
-        var wakeAt = deadline
+        var wakeAt = invocation.deadline
         if items.hasTimers, let date = timerSchedule(modeState, items).wakeInstant(now: .now),
            wakeAt.map({ date < $0 }) ?? true {
             wakeAt = date
         }
-        waiting.store(true, ordering: .sequentiallyConsistent)
-        defer { waiting.store(false, ordering: .releasing) }
-        // A wake-up asked for since the pass looked did not ring (the loop was not waiting yet).
-        if wakeUpOrStopPending { return }
+        let inEpoll = items.hasKernelOnlySources1 || invocation.servesMainQueue
+        sleeping.store(inEpoll ? Sleep.epoll : Sleep.futex, ordering: .sequentiallyConsistent)
+        defer { sleeping.store(Sleep.awake, ordering: .releasing) }
         while true {
-            let woken = waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
-                                       consumeWakeUp: true, into: scratch)
+            if !inEpoll { futex.reset() }
+            // Work asked for since the pass looked did not ring (the loop was not asleep yet).
+            if wakeUpOrStopPending { return }
+            if readyPorts.isPending {
+                readyPorts.collect(for: items, of: self, into: scratch.ready)
+                if !scratch.ready.isEmpty { return }
+            }
+            let woken = inEpoll
+                ? waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
+                                 consumeWakeUp: true, into: scratch)
+                : !futex.wait(timeoutNanoseconds: wakeAt?.remainingNanoseconds)
+                    || wakePending.exchange(false, ordering: .sequentiallyConsistent)
             if woken || !scratch.ready.isEmpty {
                 LoopCounters.add(1, to: counters.wakeUps)
                 return
@@ -518,8 +551,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// One epoll_wait on the mode's set, appending what is ready to `scratch.ready`. Returns
-    /// true for a real wake-up (when `consumeWakeUp`), a timeout or EINTR; ports whose doorbell
-    /// edge carries no deliverable message are left out.
+    /// true for a real wake-up (when `consumeWakeUp`), a timeout or EINTR.
     private func waitForSource1(_ modeState: ModeState, _ passItems: ItemSnapshot, timeoutNanoseconds: Int64?,
                                 consumeWakeUp: Bool, into scratch: PassScratch) -> Bool {
         let count: Int
@@ -546,8 +578,6 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 continue
             }
             switch items.source1(for: event.token) {
-            case .portDoorbell(let port)?:
-                if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
             case .portConnection(let port, let connections, let socket)?:
                 port.connectionBecameReadable(socket, of: connections)
                 scratch.ready.append(.port(port))
@@ -617,6 +647,13 @@ enum Source1Event {
     case fileDescriptor(FileDescriptorSource, FileDescriptorSource.Events)
     /// The main dispatch queue has work (main loop, common modes).
     case mainQueue
+}
+
+/// How a loop sleeps: the values of `ThreadRunLoop.sleeping`.
+enum Sleep {
+    static let awake: UInt8 = 0
+    static let futex: UInt8 = 1
+    static let epoll: UInt8 = 2
 }
 
 /// What one run invocation was asked for, fixed for all its passes.

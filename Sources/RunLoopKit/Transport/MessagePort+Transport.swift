@@ -209,7 +209,7 @@ extension MessagePort {
     /// loop then services the port, whose `readConnections` checks for a receiver and room.
     func connectionBecameReadable(_ socket: SeqPacketSocket, of connections: PortConnections) {
         connections.markPending(socket)
-        // Read (under the lock) by a thread setting a receiver, which then rings the doorbell
+        // Read (under the lock) by a thread setting a receiver, which then tells the loop
         // if the loop found no receiver and left the connection pending.
         connectionsPending.store(true, ordering: .sequentiallyConsistent)
     }
