@@ -197,7 +197,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Queues a message; blocks only while the queue is full, until `deadline` (`.timedOut`).
     /// Throws `.invalidPort` if the port is (or becomes, while blocked) invalid. Any thread; a
-    /// lock and, once per burst, one eventfd write.
+    /// lock and, once per burst to a sleeping loop, one wake-up (a futex post or an eventfd write).
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
