@@ -34,6 +34,7 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A named-port handshake broke Protocols/named-ports.md (the owner dropped the connection).
     case handshakeFailed(HandshakeError)
 
+    /// What went wrong, in words, for logs. Any thread; allocates the string.
     public var description: String {
         switch self {
         case .invalidPort: "the port is invalid"
