@@ -86,6 +86,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     let doorbell: EventFD?
     /// A proxy's send right (one end of a socketpair whose other end another process reads).
     let remote: SeqPacketSocket?
+    /// A proxy's way to a port elsewhere when it is not a send right (PortConduit.swift).
+    let conduit: (any PortConduit)?
     let token = Source1Token.next()
     let lock = ConditionLock()
     let state = State()
@@ -111,6 +113,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
         self.queueLimit = queueLimit
         remote = nil
+        conduit = nil
         do {
             doorbell = try EventFD()
         } catch {
@@ -119,10 +122,16 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     }
 
     /// A proxy sending through `socket`.
-    init(proxyFor socket: SeqPacketSocket) {
+    convenience init(proxyFor socket: SeqPacketSocket) {
+        self.init(proxyFor: socket, conduit: nil)
+    }
+
+    /// A proxy sending through `socket` or `conduit`.
+    init(proxyFor socket: SeqPacketSocket?, conduit: (any PortConduit)?) {
         queueLimit = 1
         doorbell = nil
         remote = socket
+        self.conduit = conduit
     }
 
     deinit {
@@ -198,7 +207,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
-        if remote != nil {
+        if doorbell == nil {
             try sendRemote(msgid: msgid, components: components, replyPort: replyPort, deadline: { deadline })
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
@@ -213,7 +222,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                      timeout: Duration) throws(PortError) {
         // The clock is read only when the send must wait: on the fast path it would cost more
         // than the rest of it.
-        if remote != nil {
+        if doorbell == nil {
             try sendRemote(msgid: msgid, components: components, replyPort: replyPort,
                            deadline: { ThreadRunLoop.deadline(after: timeout) })
         } else if lockIfRoom() {
@@ -239,7 +248,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// The slow path: sleeps until there is room, the deadline passes or the port is invalidated.
     /// The deadline is computed here, so the fast path never touches the clock or its types.
     @inline(never)
-    private func enqueueWaiting(_ message: consuming Message, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+    func enqueueWaiting(_ message: consuming Message, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         let deadline = deadline()
         lock.lock()
         while true {
@@ -313,6 +322,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         consumer?.resume(returning: nil)
         for sender in senders { sender.continuation.resume(returning: .invalidated) }
         loop?.removeEverywhere(self)
+        conduit?.proxyInvalidated()
         didInvalidate()
         handler?(self)
     }
@@ -335,6 +345,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         if let remote {
             return "MessagePort(#\(token), proxy via \(remote.descriptor), \(isValid ? "valid" : "invalid"))"
         }
+        if conduit != nil {
+            return "MessagePort(#\(token), remote proxy, \(isValid ? "valid" : "invalid"))"
+        }
         return "MessagePort(#\(token), queued: \(queued)/\(queueLimit), receiver: \(receiving ? "set" : "none"), \(isValid ? "valid" : "invalid"))"
     }
 
@@ -347,7 +360,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return [Source1Registration(token: token, descriptor: remote.descriptor,
                                         interest: [.peerHangUp, .edgeTriggered], source: .proxy(self))]
         }
-        var registrations = [Source1Registration(token: token, descriptor: doorbell!.descriptor,
+        // A conduit's proxy has no descriptor: its transport reports the far side's death.
+        guard let doorbell else { return [] }
+        var registrations = [Source1Registration(token: token, descriptor: doorbell.descriptor,
                                                  interest: [.readable, .edgeTriggered], source: .portDoorbell(self))]
         lock.withLock {
             registrations += state.publication?.registrations ?? []
