@@ -11,8 +11,8 @@ import Synchronization
 ///
 /// A remote proxy behaves as a local proxy does: `send` blocks (and `send … async` suspends)
 /// while its stream's queue of `queueLimit` frames is full — gRPC's flow control keeps it full
-/// while the server does not read — and fails with `.timedOut` at its deadline; a timeout
-/// travels with the message, and the server queues the message only within it. A reply port
+/// while the server does not read — and fails with `.timedOut` at its deadline; a message
+/// whose `send` returned is delivered. A reply port
 /// in `from:` is numbered on the stream, and replies to it arrive on it here. Data components
 /// only: any other port component throws `.notTransferable`. The stream's end — the server
 /// gone, the connection dropped — invalidates the proxy: its invalidation handler runs,

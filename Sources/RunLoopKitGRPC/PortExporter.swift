@@ -18,7 +18,6 @@ public final class PortExporter: RegistrableRPCService, Sendable {
     }
 
     private let exports = Mutex<[String: Export]>([:])
-    private let dropped = Atomic<Int>(0)
     /// How many REPLY frames a stream holds before reply senders wait.
     let replyLimit: Int
 
@@ -48,10 +47,6 @@ public final class PortExporter: RegistrableRPCService, Sendable {
     public func unexport(_ name: String) {
         _ = exports.withLock { $0.removeValue(forKey: name) }
     }
-
-    /// Messages dropped because their sender's deadline passed before the exported port had
-    /// room for them. Any thread; an atomic load.
-    public var droppedCount: Int { dropped.load(ordering: .relaxed) }
 
     /// Registers the bridge's RPC. Called by `GRPCServer`.
     public func registerMethods<Transport: ServerTransport>(with router: inout RPCRouter<Transport>) {
@@ -102,14 +97,14 @@ public final class PortExporter: RegistrableRPCService, Sendable {
             // Reading ends when the client half-closes, the stream fails, or the port dies.
             defer { outbox.close() }
             while let frame = try await iterator.next() {
-                guard case .message(let msgid, let replyID, let timeout, let data) = frame else {
+                guard case .message(let msgid, let replyID, _, let data) = frame else {
                     throw RPCError(code: .invalidArgument, message: "only MESSAGE frames may follow OPEN")
                 }
                 var message = MessagePort.Message(
                     msgid: msgid, components: data.map { .data($0) },
                     replyPort: replyID == 0 ? nil : MessagePort(conduit: ReplyPortConduit(outbox: outbox, replyID: replyID)))
                 message.origin = origin
-                guard try await deliver(message, to: export.port, timeout: timeout) else {
+                guard try await deliver(message, to: export.port) else {
                     throw RPCError(code: .unavailable, message: "the port exported as '\(name)' was invalidated")
                 }
             }
@@ -118,52 +113,17 @@ public final class PortExporter: RegistrableRPCService, Sendable {
         }
     }
 
-    /// Queues `message`, suspending while the port is full; with a `timeout`, for that long at
-    /// most (the message is then dropped and counted). False once the port is invalid.
-    private func deliver(_ message: MessagePort.Message, to port: MessagePort, timeout: Duration?) async throws -> Bool {
+    /// Queues `message`, suspending while the port is full. False once the port is invalid.
+    /// Every message is queued, whatever time its sender gave: its `send` returned, and a
+    /// message that was sent is delivered, as on one host.
+    private func deliver(_ message: MessagePort.Message, to port: MessagePort) async throws -> Bool {
         do throws(PortError) {
-            // A deadline already passed never waits: the common case, a port with room, costs
-            // no clock reading and no task.
-            try port.enqueue(message, before: .now)
+            try await port.enqueue(message)
             return true
-        } catch .timedOut {
+        } catch .cancelled {
+            throw CancellationError()
         } catch {
             return false
-        }
-        guard let timeout else {
-            do throws(PortError) {
-                try await port.enqueue(message)
-                return true
-            } catch .cancelled {
-                throw CancellationError()
-            } catch {
-                return false
-            }
-        }
-        return try await withThrowingTaskGroup(of: Bool?.self) { group in
-            group.addTask {
-                do throws(PortError) {
-                    try await port.enqueue(message)
-                    return true
-                } catch .cancelled {
-                    return nil
-                } catch {
-                    return false
-                }
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = try await group.next()!
-            group.cancelAll()
-            guard let delivered = first else {
-                // The sleep won; the enqueue is cancelled, unless it got in just before.
-                if let late = try await group.next(), let delivered = late { return delivered }
-                dropped.add(1, ordering: .relaxed)
-                return true
-            }
-            return delivered
         }
     }
 }

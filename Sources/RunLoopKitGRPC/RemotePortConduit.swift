@@ -17,9 +17,11 @@ final class RemotePortConduit: PortConduit {
     }
 
     func send(_ message: MessagePort.Message, before deadline: ContinuousClock.Instant?) throws(PortError) {
-        // The time left travels, not the instant: the hosts' clocks share no epoch. A deadline
-        // already past when the frame is queued (a `.zero` timeout) sets none.
-        let timeout = deadline.map { ContinuousClock.now.duration(to: $0) }.flatMap { $0 > .zero ? $0 : nil }
+        // A request's time left travels (not the instant: the hosts' clocks share no epoch), for
+        // the server to see how long the requester waits. A deadline already past when the frame
+        // is queued (a `.zero` timeout, an async request's first try) sets none.
+        let timeout = message.replyPort == nil ? nil
+            : deadline.map { ContinuousClock.now.duration(to: $0) }.flatMap { $0 > .zero ? $0 : nil }
         try outbox.put(try frame(for: message, timeout: timeout), before: deadline)
     }
 

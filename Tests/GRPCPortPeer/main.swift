@@ -30,9 +30,10 @@ default: break
 }
 thread.runLoop.add(port, forMode: .default)
 
+// The test's line on stdin resumes receiving (a thread kept for the process's life: dropping
+// it would wait for the read).
+let reader = ResidentThread(name: "stdin")
 if mode == "stall" {
-    // The test's line on stdin resumes receiving.
-    let reader = ResidentThread(name: "stdin")
     try reader.perform {
         var byte: UInt8 = 0
         while read(STDIN_FILENO, &byte, 1) == 1 && byte != UInt8(ascii: "\n") {}

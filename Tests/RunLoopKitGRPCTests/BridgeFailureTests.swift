@@ -9,7 +9,7 @@ import Testing
 
 @Suite("gRPC bridge: deadlines, failures and backpressure")
 struct BridgeFailureTests {
-    @Test("sendRequest to a silent server: .replyTimedOut, sync and async")
+    @Test("sendRequest to a silent server: .replyTimedOut, sync and async", .timeLimit(.minutes(1)))
     func silentServer() async throws {
         let peer = try PeerProcess(name: "svc.silent", mode: "silent")
         let client = try LoopbackClient(port: peer.listeningPort)
@@ -24,7 +24,7 @@ struct BridgeFailureTests {
         await client.stop()
     }
 
-    @Test("the server SIGKILLed mid-request: .invalidPort within a second, the proxy invalidated")
+    @Test("the server SIGKILLed mid-request: .invalidPort within a second, the proxy invalidated", .timeLimit(.minutes(1)))
     func serverKilled() async throws {
         let peer = try PeerProcess(name: "svc.doomed", mode: "silent")
         let client = try LoopbackClient(port: peer.listeningPort)
@@ -48,7 +48,7 @@ struct BridgeFailureTests {
         await client.stop()
     }
 
-    @Test("a server that stops reading: sync send times out, async send suspends, nothing lost or duplicated")
+    @Test("a server that stops reading: sync send times out, async send suspends, nothing lost or duplicated", .timeLimit(.minutes(1)))
     func backpressure() async throws {
         let peer = try PeerProcess(name: "svc.stall", mode: "stall")
         let client = try LoopbackClient(port: peer.listeningPort, queueLimit: 8)

@@ -36,7 +36,7 @@ struct BridgeFrameVectorTests {
         }
     }()
 
-    @Test("the vectors are there")
+    @Test("the vectors are there", .timeLimit(.minutes(1)))
     func present() {
         #expect(Self.vectors.count == 24)
     }

@@ -5,7 +5,7 @@ import Testing
 
 @Suite("gRPC bridge: sending and request/reply")
 struct BridgeRequestReplyTests {
-    @Test("send, async send and both sendRequest forms reach the exported port; replies come back")
+    @Test("send, async send and both sendRequest forms reach the exported port; replies come back", .timeLimit(.minutes(1)))
     func requestReplyInProcess() async throws {
         let receiver = try Receiver(name: "exported")
         let server = try await LoopbackServer(exporting: receiver.port, as: "svc.echo")
@@ -42,7 +42,7 @@ struct BridgeRequestReplyTests {
         await server.stop()
     }
 
-    @Test("a reply port given as from: gets the replies; a port component throws .notTransferable")
+    @Test("a reply port given as from: gets the replies; a port component throws .notTransferable", .timeLimit(.minutes(1)))
     func replyPortsAndPortComponents() async throws {
         let receiver = try Receiver(name: "exported")
         let server = try await LoopbackServer(exporting: receiver.port, as: "svc.ports")
@@ -76,7 +76,7 @@ struct BridgeRequestReplyTests {
         await server.stop()
     }
 
-    @Test("connect: an unknown name, an invalid name")
+    @Test("connect: an unknown name, an invalid name", .timeLimit(.minutes(1)))
     func connectErrors() async throws {
         let receiver = try Receiver(name: "exported")
         let server = try await LoopbackServer(exporting: receiver.port, as: "svc.known")
@@ -95,7 +95,7 @@ struct BridgeRequestReplyTests {
         await server.stop()
     }
 
-    @Test("plaintext off loopback is refused unless allowed")
+    @Test("plaintext off loopback is refused unless allowed", .timeLimit(.minutes(1)))
     func plaintextOffLoopback() throws {
         #expect(throws: BridgeConfigurationError.plaintextOffLoopback("192.0.2.1")) {
             _ = try PortBridgeServer(host: "192.0.2.1", port: 0, security: .plaintext())
@@ -106,7 +106,7 @@ struct BridgeRequestReplyTests {
         _ = try PortBridgeServer(host: "0.0.0.0", port: 0, security: .plaintext(allowNonLoopback: true))
     }
 
-    @Test("two processes: 10,000 request/replies, each reply matched, per-sender order held")
+    @Test("two processes: 10,000 request/replies, each reply matched, per-sender order held", .timeLimit(.minutes(1)))
     func crossProcessRequestReply() async throws {
         let peer = try PeerProcess(name: "svc.xecho", mode: "echo")
         let client = try LoopbackClient(port: peer.listeningPort)

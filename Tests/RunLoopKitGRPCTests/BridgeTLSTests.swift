@@ -7,7 +7,7 @@ import Testing
 
 @Suite("gRPC bridge: mutual TLS and access")
 struct BridgeTLSTests {
-    @Test("a verified client reaches the port; its certificate identity is on every message")
+    @Test("a verified client reaches the port; its certificate identity is on every message", .timeLimit(.minutes(1)))
     func verifiedClient() async throws {
         let authority = try TestAuthority(name: "RunLoopKit test CA")
         let receiver = try Receiver(name: "exported")
@@ -32,7 +32,7 @@ struct BridgeTLSTests {
         await server.stop()
     }
 
-    @Test("a certificate the policy refuses: .accessDenied from connect, nothing delivered")
+    @Test("a certificate the policy refuses: .accessDenied from connect, nothing delivered", .timeLimit(.minutes(1)))
     func refusedIdentity() async throws {
         let authority = try TestAuthority(name: "RunLoopKit test CA")
         let receiver = try Receiver(name: "exported")
@@ -50,7 +50,7 @@ struct BridgeTLSTests {
         await server.stop()
     }
 
-    @Test("a certificate from another authority, or none: connect fails, nothing delivered")
+    @Test("a certificate from another authority, or none: connect fails, nothing delivered", .timeLimit(.minutes(1)))
     func invalidCertificates() async throws {
         let authority = try TestAuthority(name: "RunLoopKit test CA")
         let stranger = try TestAuthority(name: "Someone else's CA")

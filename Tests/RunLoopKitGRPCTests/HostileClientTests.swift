@@ -7,7 +7,7 @@ import Testing
 
 @Suite("gRPC bridge: a hostile client costs only its own streams")
 struct HostileClientTests {
-    @Test("malformed, out-of-order and oversize frames and a flood of streams: each fails alone; others are served; no leak")
+    @Test("malformed, out-of-order and oversize frames and a flood of streams: each fails alone; others are served; no leak", .timeLimit(.minutes(1)))
     func hostileClient() async throws {
         let receiver = try Receiver(name: "exported")
         let server = try await LoopbackServer(exporting: receiver.port, as: "svc.target")
