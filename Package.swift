@@ -108,6 +108,7 @@ let package = Package(
 // The gRPC bridge: its product, targets and packages, and the examples' `--grpc` flag.
 if !coreOnly {
     package.products.append(.library(name: "RunLoopKitGRPC", targets: ["RunLoopKitGRPC"]))
+    package.products.append(.executable(name: "GRPCBridgeBenchmark", targets: ["GRPCBridgeBenchmark"]))
     package.dependencies += [
         .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
@@ -125,6 +126,16 @@ if !coreOnly {
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "X509", package: "swift-certificates"),
             ]
+        ),
+        // The xhost benchmark: the bridge beside grpc-swift's own bidirectional echo.
+        .executableTarget(
+            name: "GRPCBridgeBenchmark",
+            dependencies: [
+                "RunLoopKit", "RunLoopKitGRPC", "CBenchmarkPeers",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+            ],
+            path: "Benchmarks/GRPCBridge"
         ),
         // The other process of the bridge tests: serves or calls a port over gRPC.
         .executableTarget(
