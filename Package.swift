@@ -10,6 +10,8 @@ let package = Package(
     products: [
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .library(name: "RunLoopKitSystemd", targets: ["RunLoopKitSystemd"]),
+        .library(name: "RunLoopKitServiceLifecycle", targets: ["RunLoopKitServiceLifecycle"]),
+        .library(name: "RunLoopKitMetrics", targets: ["RunLoopKitMetrics"]),
         .executable(name: "example-daemon", targets: ["ExampleDaemon"]),
         .executable(name: "example-client", targets: ["ExampleClient"]),
         .executable(name: "Benchmarks", targets: ["Benchmarks"]),
@@ -17,6 +19,9 @@ let package = Package(
     dependencies: [
         // Benchmarks only: SwiftNIO is one of the peers we measure against.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // The adapters' products only: a package that uses the RunLoopKit product builds neither.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // The few things Swift cannot express: CMSG_* macros, futex and epoll_pwait2 entry points.
@@ -35,6 +40,21 @@ let package = Package(
         .target(
             name: "RunLoopKitSystemd",
             dependencies: ["RunLoopKit", "CSystemd"]
+        ),
+        // Adapters to the Swift server ecosystem, each its own product.
+        .target(
+            name: "RunLoopKitServiceLifecycle",
+            dependencies: [
+                "RunLoopKit",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "RunLoopKitMetrics",
+            dependencies: [
+                "RunLoopKit",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
         ),
         // The example service: its messages, the daemon and the client.
         .target(
@@ -101,6 +121,25 @@ let package = Package(
             name: "RunLoopKitSystemdTests",
             dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient"]
         ),
+        // A daemon whose main thread runs ThreadRunLoop.main inside a ServiceGroup, for the
+        // graceful-shutdown tests (they send it SIGTERM).
+        .executableTarget(
+            name: "ServiceHost",
+            dependencies: ["RunLoopKit", "RunLoopKitServiceLifecycle",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            path: "Tests/ServiceHost"
+        ),
+        .testTarget(
+            name: "RunLoopKitServiceLifecycleTests",
+            dependencies: ["RunLoopKit", "RunLoopKitServiceLifecycle", "ServiceHost",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle")]
+        ),
+        .testTarget(
+            name: "RunLoopKitMetricsTests",
+            dependencies: ["RunLoopKit", "RunLoopKitMetrics",
+                           .product(name: "MetricsTestKit", package: "swift-metrics")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
@@ -112,7 +151,6 @@ if !coreOnly {
     package.dependencies += [
         .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ]

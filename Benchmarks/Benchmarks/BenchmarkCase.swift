@@ -6,8 +6,14 @@
 enum Workload: String, CaseIterable, Sendable {
     /// Round trip of an 8-byte payload between two threads.
     case pingpong
+    /// RunLoopKit's `pingpong` with 1,000 idle ports, 1,000 far-future timers and 100 idle
+    /// descriptor sources in the same mode on both threads: what idle items cost a pass.
+    case idle
     /// One-way stream of 64-byte payloads through a bounded queue.
     case throughput
+    /// The `throughput` stream from `BENCH_FANIN_SENDERS` (4) sender threads into one queue,
+    /// each sender's messages checked in their own order.
+    case fanin
     /// One-way latency from "run this on that thread" to it running there.
     case perform
     /// Round trip of an 8-byte payload between two processes (DESIGN §4's transport).
@@ -18,24 +24,40 @@ enum Workload: String, CaseIterable, Sendable {
     /// One-way stream of 64-byte payloads from a sender thread, bounded to 1024 in flight,
     /// consumed by a task with `for await` (DESIGN §2b).
     case asyncstream
+    /// Scale row: RunLoopKit's `pingpong` carrying one shared `Data` of 8 B, 4 KiB, 64 KiB and
+    /// 1 MiB (see `ScalePoint`).
+    case payloads
+    /// Scale row: RunLoopKit's `xprocess` carrying 8 B up to the largest DATA component a
+    /// frame holds (65,512 bytes).
+    case xpayloads
+    /// Scale row: 1, 16 and 256 pairs of resident threads, each pair ping-ponging at once.
+    case threads
     /// Adding then removing N items of one mode in random order, from 1 and from 8 threads:
     /// RunLoopKit's own bookkeeping, with no peer (see `Churn`).
     case churn
 
     /// Whether rows of this workload are latency percentiles (else a message rate, or for
     /// churn the cost per operation of each point).
-    var measuresLatency: Bool { self == .pingpong || self == .perform || self == .xprocess || self == .actorhop }
+    var measuresLatency: Bool {
+        self == .pingpong || self == .idle || self == .perform || self == .xprocess || self == .actorhop
+    }
+
+    /// Rows of several points each (`ScalePoint`), reported in their own table and not in the
+    /// bars: how a cost grows with payload size or thread count.
+    var isScale: Bool { self == .payloads || self == .xpayloads || self == .threads }
 
     /// Every ratio is relative to this peer in the same workload and regime: the C
     /// eventfd peers between threads, the C SEQPACKET socketpair between processes
     /// (DESIGN §5's bar for the cross-process transport; there is no eventfd row there).
     /// The async workloads keep the C eventfd rows as theirs: an actor hop to another thread
-    /// is a two-thread round trip, an async stream a bounded one-way stream.
+    /// is a two-thread round trip, an async stream a bounded one-way stream. `idle` keeps the
+    /// ping-pong's; `fanin`'s is the C ring's four-sender variant (`bench_ring_fanin`). The
+    /// scale rows and churn have no peer: their points are read against each other.
     var baseline: Peer {
         switch self {
-        case .pingpong, .throughput, .perform, .actorhop, .asyncstream: .cEventfd
+        case .pingpong, .idle, .throughput, .fanin, .perform, .actorhop, .asyncstream: .cEventfd
         case .xprocess: .cSocketpair
-        case .churn: .runLoopKit
+        case .churn, .payloads, .xpayloads, .threads: .runLoopKit
         }
     }
 }

@@ -18,6 +18,8 @@ struct CaseResult: Sendable {
     var rssGrowthBytes: Int64?
     // Churn rows; nil for the others. `messages` and the allocations count its operations.
     var churn: [ChurnPoint]?
+    // Scale rows; nil for the others.
+    var scale: [ScalePoint]?
     // Every row.
     var messages: Int
     var allocationsPerMessage: Double
@@ -58,6 +60,15 @@ struct CaseResult: Sendable {
         peakRSSBytes = Self.peakRSS()
     }
 
+    init(_ benchmarkCase: BenchmarkCase, scale measurement: ScaleMeasurement) {
+        self.benchmarkCase = benchmarkCase
+        scale = measurement.points
+        messages = measurement.messages
+        allocationsPerMessage = measurement.allocations.allocationsPerMessage(measurement.messages)
+        bytesPerMessage = measurement.allocations.bytesPerMessage(measurement.messages)
+        peakRSSBytes = Self.peakRSS()
+    }
+
     /// The churn point of `items` items and `threads` threads, if measured.
     func churn(items: Int, threads: Int) -> ChurnPoint? {
         churn?.first { $0.items == items && $0.threads == threads }
@@ -82,6 +93,12 @@ struct CaseResult: Sendable {
             // items x threads : ns per operation, comma-separated
             ("churn", churn.map { points in
                 points.map { "\($0.items)x\($0.threads):\($0.nanosecondsPerOperation)" }.joined(separator: ",")
+            }),
+            // parameter : p50 : p99 : round trips per second : allocs : bytes, comma-separated
+            ("scale", scale.map { points in
+                points.map {
+                    "\($0.parameter):\($0.p50):\($0.p99):\($0.roundTripsPerSecond):\($0.allocationsPerMessage):\($0.bytesPerMessage)"
+                }.joined(separator: ",")
             }),
         ]
         fields += [("messages", "\(messages)"), ("allocs", "\(allocationsPerMessage)"),
@@ -117,6 +134,16 @@ struct CaseResult: Sendable {
                 guard parts.count == 3, let items = Int(parts[0]), let threads = Int(parts[1]),
                       let nanoseconds = Double(parts[2]) else { return nil }
                 return ChurnPoint(items: items, threads: threads, nanosecondsPerOperation: nanoseconds)
+            }
+        }
+        scale = values["scale"].map { text in
+            text.split(separator: ",").compactMap { point in
+                let parts = point.split(separator: ":")
+                guard parts.count == 6, let parameter = Int(parts[0]), let p50 = Double(parts[1]),
+                      let p99 = Double(parts[2]), let rate = Double(parts[3]),
+                      let allocations = Double(parts[4]), let bytes = Double(parts[5]) else { return nil }
+                return ScalePoint(parameter: parameter, p50: p50, p99: p99, roundTripsPerSecond: rate,
+                                  allocationsPerMessage: allocations, bytesPerMessage: bytes)
             }
         }
         self.messages = messages

@@ -5,8 +5,11 @@ import Foundation
 /// `{"machine": {…}, "quick": Bool, "results": [{"workload", "peer", "regime",
 /// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c", "baseline",
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
-/// "peak_rss_bytes", "rss_growth_bytes"}], "references": [same shape], "churn": [{"regime",
-/// "items", "threads", "ns_per_op"}], "bars": [{"bar", "met", "detail"}]}`. `references` holds the rows of reference peers (the "Swift Data ring"), kept
+/// "peak_rss_bytes", "rss_growth_bytes"}], "references": [same shape], "scale": [{"workload",
+/// "regime", "point", "p50_us", "p99_us", "round_trips_per_s", "allocs_per_msg", "bytes_per_msg"}], "churn": [{"regime",
+/// "items", "threads", "ns_per_op"}], "bars": [{"bar", "met", "detail"}]}`. A scale point is
+/// a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs (`threads`).
+/// `Chart` reads this shape back (`--from-json`). `references` holds the rows of reference peers (the "Swift Data ring"), kept
 /// out of `results` so that `results` names only the peers the benchmark compares.
 /// A latency row has null msgs_per_s; a throughput row null percentiles. `ratio_to_c` is
 /// relative to the peer named by `baseline` (the workload's C baseline).
@@ -31,8 +34,19 @@ enum JSONReport {
                 ("rss_growth_bytes", r.rssGrowthBytes.map { "\($0)" } ?? "null"),
             ])
         }
-        let results = report.results.filter { !$0.benchmarkCase.peer.isReference }.map(row)
-        let references = report.results.filter { $0.benchmarkCase.peer.isReference }.map(row)
+        let rows = report.results.filter { !$0.benchmarkCase.workload.isScale }
+        let results = rows.filter { !$0.benchmarkCase.peer.isReference }.map(row)
+        let references = rows.filter { $0.benchmarkCase.peer.isReference }.map(row)
+        let scale = report.results.flatMap { result in
+            (result.scale ?? []).map { point in
+                object([("workload", string(result.benchmarkCase.workload.rawValue)),
+                        ("regime", string(result.benchmarkCase.regime.rawValue)),
+                        ("point", "\(point.parameter)"), ("p50_us", number(point.p50)), ("p99_us", number(point.p99)),
+                        ("round_trips_per_s", number(point.roundTripsPerSecond)),
+                        ("allocs_per_msg", number(point.allocationsPerMessage)),
+                        ("bytes_per_msg", number(point.bytesPerMessage))])
+            }
+        }
         let churn = report.results.flatMap { result in
             (result.churn ?? []).map { point in
                 object([("regime", string(result.benchmarkCase.regime.rawValue)), ("items", "\(point.items)"),
@@ -47,6 +61,7 @@ enum JSONReport {
             ("machine", machine), ("quick", "\(report.quick)"),
             ("results", "[\n    " + results.joined(separator: ",\n    ") + "\n  ]"),
             ("references", "[\n    " + references.joined(separator: ",\n    ") + "\n  ]"),
+            ("scale", "[\n    " + scale.joined(separator: ",\n    ") + "\n  ]"),
             ("churn", "[\n    " + churn.joined(separator: ",\n    ") + "\n  ]"),
             ("bars", "[\n    " + barObjects.joined(separator: ",\n    ") + "\n  ]"),
         ], top: true) + "\n"

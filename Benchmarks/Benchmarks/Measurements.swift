@@ -55,6 +55,29 @@ struct ChurnPoint: Sendable, Equatable {
     var nanosecondsPerOperation: Double
 }
 
+/// One point of a scale row (`Workload.isScale`): the payload size in bytes (`payloads`,
+/// `xpayloads`) or the number of ping-ponging thread pairs (`threads`).
+struct ScalePoint: Sendable, Equatable {
+    var parameter: Int
+    /// Round-trip percentiles in microseconds, over every pair's samples.
+    var p50: Double
+    var p99: Double
+    /// Round trips per second, all pairs together.
+    var roundTripsPerSecond: Double
+    /// Whole process, per one-way message of this point: a payload copied rather than shared
+    /// shows here as its size in bytes.
+    var allocationsPerMessage: Double
+    var bytesPerMessage: Double
+}
+
+/// What a scale row hands back: every point, and the counters of all its windows.
+struct ScaleMeasurement {
+    var points: [ScalePoint]
+    /// One-way messages in all windows.
+    var messages: Int
+    var allocations: AllocationWindow
+}
+
 /// What the churn workload hands back: every point, and the counters of all its windows.
 struct ChurnMeasurement {
     var points: [ChurnPoint]

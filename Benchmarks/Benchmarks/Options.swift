@@ -9,6 +9,10 @@ struct Options: Sendable {
     var peers = Peer.allCases
     var regimes = Regime.allCases
     var jsonPath: String?
+    /// Where to write the SVG chart of the pinned ratios.
+    var svgPath: String?
+    /// Draw the chart from this `--json` file instead of running anything.
+    var fromJSONPath: String?
     /// Overrides the length of the long throughput stream.
     var streamMessages: Int?
     /// Set in a child process: the one case it runs (see `ChildProcess`).
@@ -29,13 +33,17 @@ struct Options: Sendable {
         var initiator: Initiator
         /// The memfd of the `bench_responder_cell` shared with the initiator.
         var cellDescriptor: Int32
+        /// `--xprocess-echo-bytes N` after either form: the `xpayloads` row's block size
+        /// (pings carry one block and their sequence number as the msgid).
+        var payloadBytes: Int?
     }
 
     static let usage = """
         usage: Benchmarks [--quick] [--filter WORKLOADS] [--peers PEERS] [--regime REGIME]
-                          [--messages N] [--json PATH]
+                          [--messages N] [--json PATH] [--svg PATH]
+               Benchmarks --from-json PATH --svg PATH
 
-          --quick            short runs (under 15 s in all) for a smoke test
+          --quick            short runs (under 30 s in all) for a smoke test
           --filter W1,W2     only these workloads: \(Workload.allCases.map(\.rawValue).joined(separator: ", "))
           --peers P1,P2      only these peers (case-insensitive): \(Peer.allCases.map(\.rawValue).joined(separator: ", "))
                              (each workload's baseline is always kept: C eventfd, and
@@ -43,6 +51,9 @@ struct Options: Sendable {
           --regime R         pinned, unpinned or both (default both)
           --messages N       length of the long throughput stream (default 10000000; 300000 with --quick)
           --json PATH        also write the results as JSON to PATH
+          --svg PATH         also draw the pinned ratios (every peer, per workload, C = 1)
+                             as an SVG chart to PATH
+          --from-json PATH   run nothing: draw the --svg chart from an earlier run's --json
         """
 
     struct UsageError: Error, CustomStringConvertible {
@@ -79,6 +90,10 @@ struct Options: Sendable {
                 options.streamMessages = count
             case "--json":
                 options.jsonPath = try value(for: argument)
+            case "--svg":
+                options.svgPath = try value(for: argument)
+            case "--from-json":
+                options.fromJSONPath = try value(for: argument)
             case "--run-case":
                 let text = try value(for: argument)
                 guard let benchmarkCase = BenchmarkCase(text) else {
@@ -97,11 +112,19 @@ struct Options: Sendable {
                     throw UsageError(description: "--xprocess-echo-named needs a name and a descriptor")
                 }
                 options.crossProcessEcho = CrossProcessEcho(initiator: .name(name), cellDescriptor: cell)
+            case "--xprocess-echo-bytes":
+                guard let bytes = Int(try value(for: argument)), bytes > 0, options.crossProcessEcho != nil else {
+                    throw UsageError(description: "--xprocess-echo-bytes needs a size, after --xprocess-echo")
+                }
+                options.crossProcessEcho?.payloadBytes = bytes
             case "--help", "-h":
                 throw UsageError(description: usage)
             default:
                 throw UsageError(description: "unknown argument \(argument)\n\(usage)")
             }
+        }
+        if options.fromJSONPath != nil && options.svgPath == nil {
+            throw UsageError(description: "--from-json draws a chart: it needs --svg PATH")
         }
         return options
     }

@@ -1,7 +1,7 @@
 import CBenchmarkPeers
 
 /// How long each case runs. Sized so that the default run (two regimes, every peer)
-/// finishes in under 90 s on 2 vCPUs and `--quick` in under 15 s, while the default
+/// finishes in a few minutes on 2 vCPUs and `--quick` in under 30 s, while the default
 /// still gives ≥ 10^4 samples to the slowest latency row (enough for a p99.9) and
 /// RunLoopKit its full 10M-message stream.
 struct Plans: Sendable {
@@ -27,8 +27,8 @@ struct Plans: Sendable {
     /// The latency run of `benchmarkCase`. Unpinned, a cross-process round trip takes about
     /// 100 µs on 2 vCPUs (two cross-CPU wake-ups plus the transport), so `xprocess` gets
     /// half as long again to keep its slowest row at ≥ 10^4 samples; `--quick` is unchanged.
-    /// `actorhop` gets half as long, which keeps the default run within its 90 s and `--quick`
-    /// within its 15 s: its slowest row (unpinned, about 40 µs) still gets ≥ 10^4 samples.
+    /// `actorhop` gets half as long, which keeps the default run short: its slowest row
+    /// (unpinned, about 40 µs) still gets ≥ 10^4 samples.
     /// A case that runs twice (`BenchmarkCase.runsTwice`) has half the budget each time.
     func latency(for benchmarkCase: BenchmarkCase) -> LatencyPlan {
         var plan = latency
@@ -45,17 +45,26 @@ struct Plans: Sendable {
     /// second) from dominating the run time. Every `asyncstream` row, RunLoopKit's included,
     /// stops at the budget: its long stream is the `throughput` row's. Their budget is a third
     /// of the others' (1 s, a few million messages), which keeps the default run within its
-    /// 90 s and `--quick` within its 15 s.
+    /// time down.
     func stream(for benchmarkCase: BenchmarkCase) -> StreamPlan {
         if benchmarkCase.workload == .asyncstream {
             var short = stream
             short.budget = stream.budget / 3
             return short
         }
-        guard benchmarkCase.peer == .runLoopKit else { return stream }
+        guard benchmarkCase.workload == .throughput && benchmarkCase.peer == .runLoopKit else { return stream }
         var long = stream
         long.budget = caseTimeout / 2
         return long
+    }
+
+    /// Each point of a scale row: the latency plan with a third of its budget, so that a row
+    /// of three or four points costs about one latency case; a point of 256 thread pairs
+    /// shares the sample buffer among the pairs.
+    var scale: LatencyPlan {
+        var plan = latency
+        plan.budget = latency.budget / 3
+        return plan
     }
 
     /// An upper bound on one case's wall time, after which the parent kills the child

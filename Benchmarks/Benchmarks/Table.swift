@@ -29,8 +29,11 @@ enum Table {
     static func render(_ report: Report) -> String {
         var lines = [report.machine.line + (report.quick ? " (--quick)" : "")]
         lines.append("""
-            pingpong: round trip, 8-byte payload; perform: one-way wake-up latency; \
-            throughput: 64-byte payloads, queue bound 1024; xprocess: round trip, 8-byte payload, \
+            pingpong: round trip, 8-byte payload; idle: RunLoopKit's pingpong with 1,000 idle ports, \
+            1,000 far-future timers and 100 idle fd sources in the mode of both threads; perform: \
+            one-way wake-up latency; throughput: 64-byte payloads, queue bound 1024; fanin: the same \
+            stream from 4 sender threads into one queue (bound 1024; the Swift peers' credit windows \
+            256 per sender), each sender's order checked; xprocess: round trip, 8-byte payload, \
             between two processes; churn: adding then removing items of one mode (its own table below).
             actorhop: `await` round trip, 8-byte payload, from a task on the cooperative pool to an \
             actor on a resident thread's executor (RunLoopKit), on a NIO event loop's executor \
@@ -41,8 +44,8 @@ enum Table {
             backpressure, and its bounded policies drop); "RunLoopKit async send" sends from a task \
             with `await port.send`. Pinned: the whole process, cooperative pool included, on CPU 0.
             ×C: p50 ÷ C eventfd's p50 (latency; lower is better), msgs/s ÷ C ring + eventfd's \
-            (throughput, asyncstream; higher is better), same workload and regime; for xprocess, \
-            p50 ÷ C socketpair's.
+            (throughput, fanin: its 4-sender variant, asyncstream; higher is better), same workload \
+            and regime; for xprocess, p50 ÷ C socketpair's.
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
             same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
             RSS Δ: growth over the stream after warm-up. \
@@ -51,14 +54,60 @@ enum Table {
         lines.append("")
         lines.append(row(columns.map(\.title)))
         var previousGroup: (Workload, Regime)?
-        for result in report.results {
+        for result in report.results where !result.benchmarkCase.workload.isScale {
             let group = (result.benchmarkCase.workload, result.benchmarkCase.regime)
             if let previousGroup, previousGroup != group { lines.append("") }
             previousGroup = group
             lines.append(row(columns.map { $0.value(report, result) }))
         }
+        lines += scaleLines(report)
         lines += churnLines(report)
         return lines.joined(separator: "\n")
+    }
+
+    /// The scale rows, one line per point: p50 and p99 of a round trip, round trips per
+    /// second (all pairs together for `threads`), and p50 over the row's first point.
+    private static func scaleLines(_ report: Report) -> [String] {
+        let rows = report.results.filter { $0.scale != nil }
+        guard !rows.isEmpty else { return [] }
+        let widths = [9, 8, 10, 9, 9, 13, 7, 10, 9]
+        func cells(_ values: [String]) -> String {
+            zip(widths, values).enumerated().map { index, pair in
+                let padding = String(repeating: " ", count: max(pair.0 - pair.1.count, 0))
+                return index < 2 ? pair.1 + padding : padding + pair.1
+            }.joined(separator: "  ")
+        }
+        var lines = ["", """
+            scale (reported, not bars; RunLoopKit only): payloads: pingpong carrying one shared Data \
+            of each size (sequence number as the msgid); xpayloads: xprocess carrying one block of \
+            each size, up to the largest DATA component a frame holds; threads: that many pairs of \
+            resident threads ping-ponging at once, p50 over every pair's round trips, rate of all \
+            pairs together. ×first: p50 over the row's first point. allocs/msg, B/msg: whole process \
+            (this one, for xpayloads), per one-way message: a payload copied shows as its size.
+            """]
+        lines.append(cells(["workload", "regime", "point", "p50 µs", "p99 µs", "round trips/s", "×first",
+                            "allocs/msg", "B/msg"]))
+        for result in rows {
+            let points = result.scale!
+            for point in points {
+                let label = result.benchmarkCase.workload == .threads
+                    ? "\(point.parameter) pair\(point.parameter == 1 ? "" : "s")" : bytes(point.parameter)
+                let first = points.first!.p50
+                lines.append(cells([result.benchmarkCase.workload.rawValue, result.benchmarkCase.regime.rawValue, label,
+                                    micros(point.p50), micros(point.p99), rate(point.roundTripsPerSecond),
+                                    first > 0 ? String(format: "%.2f", point.p50 / first) : "—",
+                                    String(format: "%.2f", point.allocationsPerMessage),
+                                    String(format: "%.0f", point.bytesPerMessage)]))
+            }
+        }
+        return lines
+    }
+
+    /// A payload size: bytes, KiB or MiB when exact.
+    static func bytes(_ count: Int) -> String {
+        if count >= 1 << 20 && count % (1 << 20) == 0 { return "\(count >> 20) MiB" }
+        if count >= 1 << 10 && count % (1 << 10) == 0 { return "\(count >> 10) KiB" }
+        return "\(count) B"
     }
 
     /// The churn points, one line per size, a column per thread count.

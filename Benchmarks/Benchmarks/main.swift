@@ -4,7 +4,7 @@ import Foundation
 /// threads costs with RunLoopKit and with the peers a daemon author would otherwise
 /// use, side by side in one run (DESIGN §5). Each case runs in its own child process
 /// (`ChildProcess`); this parent collects the rows, prints the table and the bars, and
-/// writes `--json`.
+/// writes `--json` and `--svg` (or, with `--from-json`, only draws the chart of an earlier run).
 
 let options: Options
 do {
@@ -12,6 +12,15 @@ do {
 } catch {
     FileHandle.standardError.write(Data("\(error)\n".utf8))
     exit(2)
+}
+if let source = options.fromJSONPath, let svgPath = options.svgPath {
+    do {
+        let json = try Data(contentsOf: URL(fileURLWithPath: source))
+        try Chart.render(Chart.input(json: json)).write(toFile: svgPath, atomically: true, encoding: .utf8)
+    } catch {
+        fail("--from-json \(source) --svg \(svgPath): \(error)")
+    }
+    exit(0)
 }
 if let echo = options.crossProcessEcho {
     RunLoopKitPeer.serveCrossProcessEcho(echo)  // the xprocess responder: nothing else runs
@@ -63,9 +72,18 @@ print(Table.render(report))
 print("\nBars (DESIGN §5, pinned regime, same run):")
 for bar in bars { print(bar.line) }
 
+let json = JSONReport.render(report, bars: bars)
 if let path = options.jsonPath {
     do {
-        try JSONReport.render(report, bars: bars).write(toFile: path, atomically: true, encoding: .utf8)
+        try json.write(toFile: path, atomically: true, encoding: .utf8)
+    } catch {
+        fail("cannot write \(path): \(error)")
+    }
+}
+if let path = options.svgPath {
+    // Drawn from the JSON just written, as `--from-json` draws it: one path to the chart.
+    do {
+        try Chart.render(Chart.input(json: Data(json.utf8))).write(toFile: path, atomically: true, encoding: .utf8)
     } catch {
         fail("cannot write \(path): \(error)")
     }

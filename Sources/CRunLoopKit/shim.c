@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "CRunLoopKit.h"
 
+#include <linux/futex.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -167,6 +169,22 @@ int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags)
     int n = recvmmsg(fd, msgs, (unsigned)count, flags | MSG_CMSG_CLOEXEC, NULL);
     for (int i = 0; i < n; i++) finish(&records[i], &msgs[i].msg_hdr, msgs[i].msg_len);
     return n;
+}
+
+int crlk_futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns) {
+    struct timespec ts;
+    struct timespec *tsp = NULL;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns % 1000000000;
+        tsp = &ts;
+    }
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, tsp, NULL, 0);
+}
+
+void crlk_futex_post(uint32_t *word, uint32_t value) {
+    __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 long crlk_eventfd_ring(int fd) {

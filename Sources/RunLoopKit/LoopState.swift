@@ -2,9 +2,10 @@ import Synchronization
 
 /// One mode of one loop: its items and the epoll set the loop sleeps on while running it.
 ///
-/// Each mode has its own epoll set holding the loop's wake-up doorbell and the mode's port
-/// doorbells and fd sources, so readiness of an item of mode A cannot wake a loop sleeping
-/// in mode B (DESIGN §3.10). Mutated only under the loop's state lock; `epoll` itself is
+/// Each mode has its own epoll set holding the loop's wake-up doorbell and the descriptors of
+/// the mode's fd sources, send rights' connections and proxies, so readiness of an item of
+/// mode A cannot wake a loop sleeping in mode B (DESIGN §3.10); in-process port messages
+/// reach the loop through its `ReadyPorts`, which keeps a port of mode A for mode A. Mutated only under the loop's state lock; `epoll` itself is
 /// thread-safe and is used by the loop thread outside the lock.
 final class ModeState {
     let mode: ThreadRunLoop.Mode
@@ -18,12 +19,14 @@ final class ModeState {
     @exclusivity(unchecked) var items = ItemSet()
     /// What each token registered in `epoll` stands for (copied into snapshots).
     @exclusivity(unchecked) private var source1ByToken: [UInt64: Source1] = [:]
-    /// How many of those only a poll of the epoll set finds ready (all but port doorbells).
+    /// How many of those there are: only a poll of the epoll set finds them ready.
     @exclusivity(unchecked) private var kernelOnlySources1 = 0
     /// The fd sources of the mode by descriptor: one epoll registration per descriptor.
     @exclusivity(unchecked) private var watches: [Int32: DescriptorWatch] = [:]
     /// How many of `watches` epoll refused (always ready).
     @exclusivity(unchecked) private var unpollableWatches = 0
+    /// When the mode's timers next need the loop. Loop thread only.
+    @exclusivity(unchecked) var timerSchedule = TimerSchedule()
 
     init(mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) {
         self.mode = mode
@@ -81,7 +84,7 @@ final class ModeState {
     func register(_ registration: Source1Registration) {
         guard source1ByToken[registration.token] == nil else { return }
         source1ByToken[registration.token] = registration.source
-        if case .portDoorbell = registration.source {} else { kernelOnlySources1 += 1 }
+        kernelOnlySources1 += 1
         generation.add(1, ordering: .releasing)
         do {
             try epoll.add(registration.descriptor, interest: registration.interest, token: registration.token)
@@ -92,8 +95,8 @@ final class ModeState {
 
     /// Removes one descriptor of a port; unregistering one that is not registered is a no-op.
     func unregister(_ registration: Source1Registration) {
-        guard let source = source1ByToken.removeValue(forKey: registration.token) else { return }
-        if case .portDoorbell = source {} else { kernelOnlySources1 -= 1 }
+        guard source1ByToken.removeValue(forKey: registration.token) != nil else { return }
+        kernelOnlySources1 -= 1
         generation.add(1, ordering: .releasing)
         epoll.remove(registration.descriptor)
     }
@@ -207,6 +210,8 @@ final class ItemSnapshot: Sendable {
     let hasKernelOnlySources1: Bool
     /// Whether the items alone keep a run of the mode going (DESIGN §3.1).
     let keepsModeAlive: Bool
+    /// The ports as a set, for `holds`, when there are too many for a linear scan.
+    private let portSet: Set<ObjectIdentifier>
     private let source1List: [(token: UInt64, source: Source1)]
     private let source1ByToken: [UInt64: Source1]
     let generation: UInt64
@@ -228,7 +233,13 @@ final class ItemSnapshot: Sendable {
         let few = source1.count <= 16
         source1List = few ? source1.map { (token: $0.key, source: $0.value) } : []
         source1ByToken = few ? [:] : source1
+        portSet = items.ports.count <= 16 ? [] : Set(items.ports.lazy.map(ObjectIdentifier.init))
         self.generation = generation
+    }
+
+    /// Whether `port` is one of the mode's ports. O(1).
+    func holds(_ port: MessagePort) -> Bool {
+        portSet.isEmpty ? ports.contains { $0 === port } : portSet.contains(ObjectIdentifier(port))
     }
 
     /// The Source1 registered under `token`.

@@ -44,7 +44,7 @@ extension MessagePort {
     /// pauses makes senders block (or suspend) at the limit. Only for a local port: a proxy's
     /// messages are received in the process that owns the port. Any thread; a lock.
     public func messages() -> Messages {
-        precondition(doorbell != nil, """
+        precondition(!isProxy, """
             MessagePort.messages() called on a proxy (\(self)): a proxy only sends; its messages \
             are received by the process that owns the port
             """)
@@ -66,7 +66,7 @@ extension MessagePort {
     /// your own timeout. Any task; a lock and, once per burst, one eventfd write.
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil) async throws(PortError) {
-        if doorbell == nil {
+        if isProxy {
             try await sendRemoteSuspending(msgid: msgid, components: components, replyPort: replyPort)
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
@@ -124,16 +124,17 @@ extension MessagePort {
     /// After the consumer took a message from the queue (lock held; released here): wakes
     /// senders waiting for room, and the loop if frames wait to be read into that room.
     private func tookForConsumerLocked() {
+        state.statistics.delivered &+= 1
         let senders = didTakeLocked()
         refreshDeliverableLocked()
-        var ring = false
-        if deliverable.load(ordering: .relaxed) && !state.doorbellRung {
-            state.doorbellRung = true
-            ring = true
+        var loop: ThreadRunLoop?
+        if deliverable.load(ordering: .relaxed) && !state.loopNotified {
+            state.loopNotified = true
+            loop = state.receivingLoop
         }
         lock.unlock()
         Self.resume(senders)
-        if ring { doorbell?.ring() }
+        loop?.portBecameReady(self)
     }
 
     // MARK: - Suspending senders
@@ -142,6 +143,7 @@ extension MessagePort {
     /// or the task is cancelled.
     @inline(never)
     func enqueueSuspending(_ message: Message) async throws(PortError) {
+        var suspended = false
         while true {
             lock.lock()
             guard membership.isValid else {
@@ -156,6 +158,8 @@ extension MessagePort {
                 lock.unlock()
                 throw .cancelled
             }
+            if !suspended { state.statistics.sendersBlocked &+= 1 }
+            suspended = true
             state.sendersSuspended += 1
             let ticket = state.sendersSuspended
             lock.unlock()

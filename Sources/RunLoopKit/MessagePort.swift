@@ -7,10 +7,11 @@ import FoundationEssentials
 ///
 /// The queue is bounded by `queueLimit`. `send` never blocks while the queue has room; when it
 /// is full the sender sleeps in the kernel until the receiver makes room, the deadline passes
-/// (`.timedOut`) or the port is invalidated (`.invalidPort`). The receiving loop is woken through
-/// the port's eventfd doorbell, rung once per burst (only when the queue goes from "drained" to
-/// "has messages"), and drains a bounded batch per pass. With no delegate and no handler,
-/// messages stay queued until one is set.
+/// (`.timedOut`) or the port is invalidated (`.invalidPort`). The receiving loop learns of the
+/// port once per burst (when the queue goes from "drained" to "has messages") through its
+/// ready list, which rings the loop only when it is asleep, and drains a bounded batch per
+/// pass. With no delegate and no handler, messages stay queued until one is set. A local port
+/// holds no descriptor until it gains a send right.
 public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, CustomStringConvertible {
     /// Receives the port's messages on the receiving loop's thread. Held weakly.
     public protocol Delegate: AnyObject, Sendable {
@@ -22,8 +23,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // Every field is guarded by the port's lock; the runtime exclusivity check would only
         // repeat that.
         @exclusivity(unchecked) var delivering = false
-        /// The doorbell was rung and the receiver has not drained the queue since.
-        @exclusivity(unchecked) var doorbellRung = false
+        /// The receiving loop was told the port has messages (`ThreadRunLoop.portBecameReady`)
+        /// and has not drained the queue since.
+        @exclusivity(unchecked) var loopNotified = false
+        /// The loop that receives the port while it is in one of its modes.
+        @exclusivity(unchecked) var receivingLoop: ThreadRunLoop?
         @exclusivity(unchecked) var waitingSenders = 0
         @exclusivity(unchecked) var handler: (@Sendable (Message) -> Void)?
         @exclusivity(unchecked) weak var delegate: (any Delegate)?
@@ -31,7 +35,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// A delegate that went away is noticed (and this cleared) at delivery.
         @exclusivity(unchecked) var hasReceiver = false
         @exclusivity(unchecked) var invalidationHandler: (@Sendable (MessagePort) -> Void)?
-        @exclusivity(unchecked) var discarded = 0
+        @exclusivity(unchecked) var statistics = Statistics()
         /// The receive ends of send rights (cross-process senders), created on first use.
         @exclusivity(unchecked) var connections: PortConnections?
         /// The send right this port puts in messages it is a component or reply port of: one
@@ -82,8 +86,6 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// The most messages the queue holds before `send` blocks.
     public let queueLimit: Int
-    /// A local port's doorbell; nil for a proxy.
-    let doorbell: EventFD?
     /// A proxy's send right (one end of a socketpair whose other end another process reads).
     let remote: SeqPacketSocket?
     /// A proxy's way to a port elsewhere when it is not a send right (PortConduit.swift).
@@ -106,19 +108,18 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// `refreshDeliverableLocked`, so a receiver set later makes the port deliverable.
     let connectionsPending = Atomic<Bool>(false)
     let membership = LoopMembership()
+    /// A proxy's counters, kept outside the lock its sends do not take; nil for a local port.
+    let proxyCounters: ProxyCounters?
 
-    /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; one eventfd.
-    /// Throws `.resourceExhausted` when the process or system is out of descriptors.
+    /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; a few
+    /// allocations and no descriptor (it throws nothing today: the signature leaves room for a
+    /// port that needs a kernel resource).
     public init(queueLimit: Int = 1024) throws(PortError) {
         precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
         self.queueLimit = queueLimit
         remote = nil
         conduit = nil
-        do {
-            doorbell = try EventFD()
-        } catch {
-            throw .resourceExhausted(errno: error.rawValue)
-        }
+        proxyCounters = nil
     }
 
     /// A proxy sending through `socket`.
@@ -129,13 +130,12 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// A proxy sending through `socket` or `conduit`.
     init(proxyFor socket: SeqPacketSocket?, conduit: (any PortConduit)?) {
         queueLimit = 1
-        doorbell = nil
         remote = socket
         self.conduit = conduit
+        proxyCounters = ProxyCounters()
     }
 
     deinit {
-        doorbell?.close()
         remote?.close()
         state.sharedSendRight?.close()
         state.invalidationBell?.close()
@@ -175,7 +175,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// consumer; a `messages()` sequence that was the receiver finishes. Messages and parked
     /// frames that waited for a receiver make the loop come and deliver or read them.
     func setReceiver(_ change: (State) -> Void) {
-        let (ring, finishedConsumer): (Bool, UnsafeContinuation<Message?, Never>?) = lock.withLock {
+        let (loop, finishedConsumer): (ThreadRunLoop?, UnsafeContinuation<Message?, Never>?) = lock.withLock {
             let waiter = state.waitingConsumer
             state.consumer = nil
             state.waitingConsumer = nil
@@ -183,11 +183,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             state.hasReceiver = state.handler != nil || state.delegate != nil
             refreshDeliverableLocked()
             let deliverNow = deliverable.load(ordering: .relaxed)
-            if deliverNow { state.doorbellRung = true }
-            return (deliverNow, waiter)
+            if deliverNow { state.loopNotified = true }
+            return (deliverNow ? state.receivingLoop : nil, waiter)
         }
         finishedConsumer?.resume(returning: nil)
-        if ring { doorbell?.ring() }
+        loop?.portBecameReady(self)
     }
 
     /// Recomputes `deliverable` from the state (lock held). A handler or delegate needs the loop
@@ -207,7 +207,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
-        if doorbell == nil {
+        if isProxy {
             try sendRemote(msgid: msgid, components: components, replyPort: replyPort, deadline: { deadline })
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
@@ -222,7 +222,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                      timeout: Duration) throws(PortError) {
         // The clock is read only when the send must wait: on the fast path it would cost more
         // than the rest of it.
-        if doorbell == nil {
+        if isProxy {
             try sendRemote(msgid: msgid, components: components, replyPort: replyPort,
                            deadline: { ThreadRunLoop.deadline(after: timeout) })
         } else if lockIfRoom() {
@@ -250,6 +250,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(never)
     func enqueueWaiting(_ message: consuming Message, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         let deadline = deadline()
+        var waited = false
         lock.lock()
         while true {
             guard membership.isValid else {
@@ -257,6 +258,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                 throw .invalidPort
             }
             if queue.count < queueLimit { break }
+            if !waited { state.statistics.sendersBlocked &+= 1 }
+            waited = true
             state.waitingSenders += 1
             let inTime = lock.wait(until: deadline)
             state.waitingSenders -= 1
@@ -268,7 +271,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         appendLocked(message)
     }
 
-    /// Appends with the lock held, releases it, and rings the doorbell if this starts a burst.
+    /// Appends with the lock held, releases it, and tells the receiving loop if this starts a burst.
     /// A `messages()` consumer waiting for a message (the queue is empty then) takes it directly.
     @inline(__always)
     func appendLocked(_ message: consuming Message) {
@@ -277,16 +280,17 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return
         }
         queue.append(message)
-        var ring = false
+        state.statistics.accepted(queued: queue.count)
+        var loop: ThreadRunLoop?
         if state.hasReceiver {
             deliverable.store(true, ordering: .releasing)
-            if !state.doorbellRung {
-                state.doorbellRung = true
-                ring = true
+            if !state.loopNotified {
+                state.loopNotified = true
+                loop = state.receivingLoop
             }
         }
         lock.unlock()
-        if ring { doorbell?.ring() }
+        loop?.portBecameReady(self)
     }
 
     // MARK: - State
@@ -299,7 +303,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         guard wasValid else { return }
         let (handler, consumer, senders) = lock.withLock {
             () -> ((@Sendable (MessagePort) -> Void)?, UnsafeContinuation<Message?, Never>?, [SuspendedSender]) in
-            state.discarded += queue.count
+            state.statistics.discarded &+= UInt64(queue.count)
             queue.removeAll()
             // The owner's receive ends are shut down rather than closed (another thread may
             // still use the descriptors, closed in deinit): every sender sees EPIPE at once.
@@ -335,7 +339,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Messages discarded because the port was invalidated while they were queued (or while a
     /// batch taken for delivery was still being delivered). Any thread; a lock.
-    public var discardedCount: Int { lock.withLock { state.discarded } }
+    public var discardedCount: Int { lock.withLock { Int(state.statistics.discarded) } }
 
     public static func == (lhs: MessagePort, rhs: MessagePort) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
@@ -360,10 +364,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return [Source1Registration(token: token, descriptor: remote.descriptor,
                                         interest: [.peerHangUp, .edgeTriggered], source: .proxy(self))]
         }
-        // A conduit's proxy has no descriptor: its transport reports the far side's death.
-        guard let doorbell else { return [] }
-        var registrations = [Source1Registration(token: token, descriptor: doorbell.descriptor,
-                                                 interest: [.readable, .edgeTriggered], source: .portDoorbell(self))]
+        var registrations: [Source1Registration] = []
         lock.withLock {
             registrations += state.publication?.registrations ?? []
             guard let connections = state.connections else { return }
@@ -378,8 +379,26 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         Source1Registration(token: connection.token, descriptor: connection.socket.descriptor,
                             interest: [.readable], source: .portConnection(self, connections, connection.socket))
     }
-    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: "MessagePort") }
-    func detach(from loop: ThreadRunLoop) { membership.detach(from: loop) }
+    func attach(to loop: ThreadRunLoop) -> Bool {
+        guard membership.attach(to: loop, kind: "MessagePort") else { return false }
+        lock.withLock { state.receivingLoop = loop }
+        return true
+    }
+
+    func detach(from loop: ThreadRunLoop) {
+        membership.detach(from: loop)
+        lock.withLock { if state.receivingLoop === loop { state.receivingLoop = nil } }
+    }
+
+    /// Messages that arrived before the port entered this mode are delivered in it.
+    func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) {
+        if hasDeliverableMessages { loop.portBecameReady(self) }
+    }
+
+    /// Whether `loop` receives the port (it is in one of the loop's modes). Any thread; a lock.
+    func isReceived(by loop: ThreadRunLoop) -> Bool {
+        lock.withLock { state.receivingLoop === loop }
+    }
 
     /// Whether a receiver is set and messages are queued. Lock-free: the loop checks it every pass.
     var hasDeliverableMessages: Bool { deliverable.load(ordering: .acquiring) }
@@ -392,7 +411,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             // Nothing queued, or no receiver (a delegate may have gone away, or a `messages()`
             // consumer takes them itself): park until a message or a receiver arrives.
             state.hasReceiver = state.receiver != nil
-            if queue.isEmpty || state.consumer != nil { state.doorbellRung = false }
+            if queue.isEmpty || state.consumer != nil { state.loopNotified = false }
             refreshDeliverableLocked()
             lock.unlock()
             return 0
@@ -403,6 +422,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // anything queued now, so they go first: each sender's order holds in nested runs too.
         if state.delivering || limit == 1 || queue.count == 1 {
             let message = (state.delivering ? batch.popFirst() : nil) ?? queue.popFirst()!
+            state.statistics.delivered &+= 1
             let senders = didTakeLocked()
             lock.unlock()
             Self.resume(senders)
@@ -422,7 +442,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             delivered += 1
         }
         lock.withLock {
-            state.discarded += batch.count
+            state.statistics.delivered &+= UInt64(delivered)
+            state.statistics.discarded &+= UInt64(batch.count)
             batch.removeAll()
             state.delivering = false
         }
@@ -435,20 +456,22 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(never)
     func handOffLocked(_ message: consuming Message, to consumer: UnsafeContinuation<Message?, Never>) {
         state.waitingConsumer = nil
+        state.statistics.accepted(queued: 0)
+        state.statistics.delivered &+= 1
         let senders = didTakeLocked()
         lock.unlock()
         consumer.resume(returning: message)
         Self.resume(senders)
     }
 
-    /// After messages were taken from the queue (lock held): re-arm the doorbell once the queue
+    /// After messages were taken from the queue (lock held): re-arm the loop notice once the queue
     /// is drained, and wake senders waiting for room. Returns the suspended async senders the
     /// room goes to, to be resumed once the lock is released: once the queue is down to half
     /// its limit, one per free slot, so that a full queue wakes its async senders in batches
     /// rather than one task per message taken.
     func didTakeLocked() -> [SuspendedSender] {
         if queue.isEmpty {
-            state.doorbellRung = false
+            state.loopNotified = false
             refreshDeliverableLocked()
         }
         if state.waitingSenders > 0 { lock.broadcast() }

@@ -41,8 +41,6 @@ extension RunLoopItem {
 
 /// What a descriptor in a mode's epoll set stands for.
 enum Source1: Sendable {
-    /// A local port's doorbell: messages were queued in memory.
-    case portDoorbell(MessagePort)
     /// One receive end of a local port's send rights: frames from another process are waiting.
     case portConnection(MessagePort, PortConnections, SeqPacketSocket)
     /// A proxy's socket: watched for the owner hanging up.

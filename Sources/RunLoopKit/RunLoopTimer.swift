@@ -51,7 +51,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
                 $0.fireDate = newValue
                 $0.generation &+= 1
             }
-            membership.loop?.wakeUp()
+            membership.loop?.timersDidChange()
         }
     }
 
@@ -60,7 +60,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
         get { state.withLock { $0.tolerance } }
         set {
             state.withLock { $0.tolerance = max(newValue, .zero) }
-            membership.loop?.wakeUp()
+            membership.loop?.timersDidChange()
         }
     }
 
@@ -81,15 +81,13 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
 
     // MARK: - Loop side
 
-    /// The latest time the loop may wake for this timer: `now` when it is already due (its
-    /// tolerance is for coalescing future wake-ups, not for delaying a timer that is already
-    /// late), else fire date + tolerance, saturating. Nil when it cannot fire (invalid, or
-    /// firing further up the stack of a nested run). Loop thread; a lock.
-    func wakeInstant(now: LoopInstant) -> LoopInstant? {
+    /// The fire date and the latest wake-up for it (fire date + tolerance, saturating); nil
+    /// when the timer cannot fire (invalid, or firing further up the stack of a nested run).
+    /// Loop thread; a lock.
+    func schedule() -> (fire: LoopInstant, wake: LoopInstant)? {
         guard isValid else { return nil }
         return state.withLock { state in
-            if state.firing { return nil }
-            return state.fireInstant <= now ? now : state.fireInstant.advanced(by: state.tolerance)
+            state.firing ? nil : (state.fireInstant, state.fireInstant.advanced(by: state.tolerance))
         }
     }
 
@@ -98,7 +96,9 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
     }
 
     /// Runs the handler, then invalidates a one-shot timer or advances a repeating one on its grid.
-    func fire(now: ContinuousClock.Instant) {
+    /// Runs the handler if the timer is due and not already firing; returns whether it ran.
+    @discardableResult
+    func fire(now: ContinuousClock.Instant) -> Bool {
         let claimed: (LoopInstant, UInt64)? = state.withLock { state in
             guard !state.firing, state.fireDate <= now else { return nil }
             state.firing = true
@@ -106,7 +106,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
         }
         guard let (firedDate, generation) = claimed, isValid else {
             if claimed != nil { state.withLock { $0.firing = false } }
-            return
+            return false
         }
         handler(self)
         let oneShot = interval == .zero
@@ -116,6 +116,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
             state.fireDate = Self.nextGridDate(after: firedDate, interval: interval, now: .now).instant
         }
         if oneShot { invalidate() }
+        return true
     }
 
     /// The first date `start + k·interval` (k ≥ 1) that is after `now`, in saturating

@@ -88,10 +88,14 @@ extension ThreadRunLoop {
     /// that holds it (a port that gained a connection after it was added).
     /// `stillWanted` is checked under the loop's lock, which orders it against `removeRegistration`.
     func addRegistration(_ registration: Source1Registration, for item: AnyObject, if stillWanted: () -> Bool) {
-        state.withLock { state in
-            guard stillWanted() else { return }
+        let registered = state.withLock { state in
+            guard stillWanted() else { return false }
             for modeState in state.modes(holding: item) { modeState.register(registration) }
+            return true
         }
+        // A loop asleep on its futex (its mode had nothing the kernel watches) must go round
+        // and sleep in epoll, which now has a descriptor to watch.
+        if registered { wakeUp() }
     }
 
     /// Unregisters one descriptor of an item from every mode that holds it (a port dropping a

@@ -29,7 +29,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Deduplicates rings (one write per burst of wake-ups) and tells a real wake-up from
     /// an edge left over from a pass that had already seen the work.
     private let wakePending = Atomic<Bool>(false)
-    private let waiting = Atomic<Bool>(false)
+    /// How the loop sleeps right now (`Sleep`), so that a waker rings the right bell, and
+    /// only when the loop is asleep.
+    private let sleeping = Atomic<UInt8>(Sleep.awake)
+    /// The bell of a loop asleep on nothing the kernel must watch.
+    private let futex = Futex()
+    /// Ports with messages for this loop (see `ReadyPorts`).
+    let readyPorts = ReadyPorts()
     private let stopRequested = Atomic<Bool>(false)
     private let pendingBlockCount = Atomic<Int>(0)
     /// Buffers for run invocations, reused so a steady pass allocates nothing. Loop thread only.
@@ -52,6 +58,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// it there too). Loop thread only.
     private let drainingMainQueue = LoopThreadOnly(false)
     private let executorSlot = InitializedOnce<LoopExecutor>()
+    let counters = LoopCounters()
+    /// Bumped whenever a timer of this loop changes its fire date or tolerance, or starts or
+    /// ends firing, so that a pass recomputes its mode's `TimerSchedule` only after a change.
+    private let timerEpoch = Atomic<UInt64>(0)
     /// Set by every invocation that found its mode alive, so that `run(mode:before:)` tells a
     /// mode empty at the call (false) from one its run emptied (true, DESIGN §3.4); nested
     /// invocations only ever set it. Loop thread only.
@@ -85,7 +95,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     public var currentMode: Mode? { state.withLock { $0.modeStack.last } }
 
     /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an atomic load.
-    public var isWaiting: Bool { waiting.load(ordering: .acquiring) }
+    public var isWaiting: Bool { sleeping.load(ordering: .acquiring) != Sleep.awake }
 
     /// The modes `.common` stands for; `.default` is one from the start. Any thread; takes a lock.
     public var commonModes: Set<Mode> { state.withLock { $0.commonModes } }
@@ -118,11 +128,25 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Wakes the loop if it is asleep so it runs a pass (e.g. after `RunLoopSource.signal()`).
     /// Any thread; one atomic exchange, plus one eventfd write when no wake-up is already pending.
     public func wakeUp() {
-        // Only a loop asleep in the kernel needs the eventfd write: one that is still in its pass
-        // sees `wakePending` before it sleeps (`sleep` sets `waiting` first, then looks; both
-        // sides are sequentially consistent, so one of them sees the other).
-        if !wakePending.exchange(true, ordering: .sequentiallyConsistent) && waiting.load(ordering: .sequentiallyConsistent) {
-            wakeDoorbell.ring()
+        if !wakePending.exchange(true, ordering: .sequentiallyConsistent) { ringIfAsleep() }
+    }
+
+    /// A port received by this loop has messages for it (`ReadyPorts`): the loop services it in
+    /// its next pass of a mode that holds it, waking for it only then. Any thread; a lock, an
+    /// atomic exchange and, when the loop is asleep, one futex or eventfd write.
+    func portBecameReady(_ port: MessagePort) {
+        if readyPorts.push(port) { ringIfAsleep() }
+    }
+
+    /// Only a loop asleep in the kernel needs a ring: one that is still in its pass sees the
+    /// flag that was set before this call when it looks before sleeping (`sleep` publishes
+    /// that it sleeps, then looks; both sides are sequentially consistent, so one of them sees
+    /// the other).
+    private func ringIfAsleep() {
+        switch sleeping.load(ordering: .sequentiallyConsistent) {
+        case Sleep.futex: futex.post()
+        case Sleep.epoll: wakeDoorbell.ring()
+        default: break
         }
     }
 
@@ -258,6 +282,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private func runPass(_ modeState: ModeState, _ scratch: PassScratch, _ invocation: Invocation,
                          firstPass: Bool) -> RunResult? {
         let returnAfterSourceHandled = invocation.returnAfterSourceHandled
+        LoopCounters.add(1, to: counters.passes)
         // Anything asked of the loop before this point is seen by this pass. (Cleared only when
         // set: the usual pass, woken by a port, skips the locked exchange.)
         if wakePending.load(ordering: .relaxed) {
@@ -281,9 +306,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // Descriptors epoll refuses are always ready, so while the mode holds one the loop
         // polls in every pass instead of sleeping (as a poll(2) loop would).
         scratch.ready.removeAll()
-        for index in items.ports.indices where items.ports[index].hasDeliverableMessages {
-            scratch.ready.append(.port(items.ports[index]))
-        }
+        readyPorts.collect(for: items, of: self, into: scratch.ready)
         if scratch.ready.isEmpty {
             if (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources)
                 && (items.hasKernelOnlySources1 || invocation.servesMainQueue) {
@@ -292,7 +315,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
             if scratch.ready.isEmpty && !handled && !wakeUpOrStopPending && !items.hasAlwaysReadySources {
                 notify(.beforeWaiting, items)
-                sleep(modeState, items, deadline: invocation.deadline, into: scratch)
+                sleep(modeState, items, invocation, into: scratch)
                 notify(.afterWaiting, items)
             }
         }
@@ -300,7 +323,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             for source in items.alwaysReadySources { scratch.ready.append(.fileDescriptor(source, source.events)) }
         }
 
-        if items.hasTimers { fireDueTimers(items.timers) }
+        if items.hasTimers { fireDueTimers(modeState, items) }
         if handleSource1(scratch.ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
             handled = true
         }
@@ -376,6 +399,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         guard !scratch.blocks.isEmpty else { return false }
         pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
+        LoopCounters.add(scratch.blocks.count, to: counters.handledSources)
         while let pending = scratch.blocks.popFirst() {
             switch pending.work {
             case .block(let block): block()
@@ -392,32 +416,66 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         for source in sources where source.isSignalled {
             guard source.takeSignal(), source.isValid else { continue }
             source.performCallout()
+            LoopCounters.add(1, to: counters.handledSources)
             performed = true
             if stopAfterFirst { break }
         }
         return performed
     }
 
-    /// Fires the timers whose fire date has come, earliest first. Timers never count as handled sources.
-    private func fireDueTimers(_ timers: [RunLoopTimer]) {
-        guard !timers.isEmpty else { return }
+    /// Fires the timers whose fire date has come, earliest first. Timers never count as handled
+    /// sources. A pass in which none is due costs a clock read and a comparison, however many
+    /// timers the mode holds; the timers are looked at one by one only when one is due.
+    private func fireDueTimers(_ modeState: ModeState, _ items: ItemSnapshot) {
+        guard let earliest = timerSchedule(modeState, items).earliestFire, earliest <= .now else { return }
         let now = ContinuousClock.now
-        let due = timers.filter { $0.isDue(at: now) }
+        let due = items.timers.filter { $0.isDue(at: now) }
+        var fired = 0
         for timer in due.sorted(by: { $0.fireDate < $1.fireDate }) {
-            timer.fire(now: now)
+            // Bumped on both sides of the callout: a run nested in the handler must leave the
+            // firing timer out, and the next pass must see its new fire date.
+            timerEpoch.add(1, ordering: .releasing)
+            if timer.fire(now: now) { fired += 1 }
+            timerEpoch.add(1, ordering: .releasing)
         }
+        LoopCounters.add(fired, to: counters.timerFires)
+    }
+
+    /// The mode's timer schedule, recomputed (one lock per timer) only when the mode's items
+    /// or a timer of this loop changed since it was last computed. Loop thread only.
+    private func timerSchedule(_ modeState: ModeState, _ items: ItemSnapshot) -> TimerSchedule {
+        let epoch = timerEpoch.load(ordering: .acquiring)
+        if modeState.timerSchedule.isCurrent(generation: items.generation, epoch: epoch) {
+            return modeState.timerSchedule
+        }
+        let schedule = TimerSchedule(items.timers, generation: items.generation, epoch: epoch)
+        modeState.timerSchedule = schedule
+        return schedule
+    }
+
+    /// A timer of this loop changed its fire date or tolerance: the loop recomputes its
+    /// schedule and re-arms its wait. Any thread; an atomic add and `wakeUp()`.
+    func timersDidChange() {
+        timerEpoch.add(1, ordering: .releasing)
+        wakeUp()
     }
 
     /// Delivers ready port messages and fd events in arrival order, at most `budget` of them.
-    /// Events left over (budget spent) are dropped: a port still holding messages is found
-    /// again in memory, a level-triggered fd by the next epoll_wait.
     private func handleSource1(_ ready: RingBuffer<Source1Event>, budget: Int) -> Int {
         var remaining = budget
-        defer { ready.removeAll() }
+        defer {
+            // Ports left over when the budget ran out keep their place; fd events are found
+            // again by the next epoll_wait (level-triggered).
+            while let event = ready.popFirst() {
+                if case .port(let port) = event, port.hasDeliverableMessages { readyPorts.keep(port) }
+            }
+            LoopCounters.add(budget - remaining, to: counters.handledSources)
+        }
         while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
                 remaining -= port.service(upTo: remaining)
+                if port.hasDeliverableMessages { readyPorts.keep(port) }
             case .proxyHungUp(let port):
                 // The owner of the port died or invalidated it: the dead-name notification.
                 port.invalidate()
@@ -450,26 +508,39 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     // MARK: - Waiting
 
     /// Sleeps in the kernel until a Source1 of the mode is ready, a wake-up is asked for, the
-    /// earliest timer's tolerance window closes, or `deadline` passes. Edges that turn out to
-    /// carry no work (a doorbell whose messages an earlier pass already delivered) do not end
-    /// the sleep.
-    private func sleep(_ modeState: ModeState, _ items: ItemSnapshot, deadline: LoopInstant?,
+    /// earliest timer's tolerance window closes, or the invocation's deadline passes. A mode
+    /// the kernel must watch for (fd sources, send rights' connections, proxies, the main
+    /// dispatch queue) sleeps in its epoll set; any other on the loop's futex, a cheaper sleep
+    /// and wake than an eventfd and epoll's ready list. Rings that carry nothing for this mode
+    /// (a port of another mode, an edge whose work an earlier pass already did) do not
+    /// end the sleep.
+    private func sleep(_ modeState: ModeState, _ items: ItemSnapshot, _ invocation: Invocation,
                        into scratch: PassScratch) {
-        var wakeAt = deadline
-        if items.hasTimers {
-            let now = LoopInstant.now
-            for timer in items.timers {
-                if let date = timer.wakeInstant(now: now), wakeAt.map({ date < $0 }) ?? true { wakeAt = date }
-            }
+        var wakeAt = invocation.deadline
+        if items.hasTimers, let date = timerSchedule(modeState, items).wakeInstant(now: .now),
+           wakeAt.map({ date < $0 }) ?? true {
+            wakeAt = date
         }
-        waiting.store(true, ordering: .sequentiallyConsistent)
-        defer { waiting.store(false, ordering: .releasing) }
-        // A wake-up asked for since the pass looked did not ring (the loop was not waiting yet).
-        if wakeUpOrStopPending { return }
+        let inEpoll = items.hasKernelOnlySources1 || invocation.servesMainQueue
+        sleeping.store(inEpoll ? Sleep.epoll : Sleep.futex, ordering: .sequentiallyConsistent)
+        defer { sleeping.store(Sleep.awake, ordering: .releasing) }
         while true {
-            let woken = waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
-                                       consumeWakeUp: true, into: scratch)
-            if woken || !scratch.ready.isEmpty { return }
+            if !inEpoll { futex.reset() }
+            // Work asked for since the pass looked did not ring (the loop was not asleep yet).
+            if wakeUpOrStopPending { return }
+            if readyPorts.isPending {
+                readyPorts.collect(for: items, of: self, into: scratch.ready)
+                if !scratch.ready.isEmpty { return }
+            }
+            let woken = inEpoll
+                ? waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
+                                 consumeWakeUp: true, into: scratch)
+                : !futex.wait(timeoutNanoseconds: wakeAt?.remainingNanoseconds)
+                    || wakePending.exchange(false, ordering: .sequentiallyConsistent)
+            if woken || !scratch.ready.isEmpty {
+                LoopCounters.add(1, to: counters.wakeUps)
+                return
+            }
         }
     }
 
@@ -480,8 +551,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// One epoll_wait on the mode's set, appending what is ready to `scratch.ready`. Returns
-    /// true for a real wake-up (when `consumeWakeUp`), a timeout or EINTR; ports whose doorbell
-    /// edge carries no deliverable message are left out.
+    /// true for a real wake-up (when `consumeWakeUp`), a timeout or EINTR.
     private func waitForSource1(_ modeState: ModeState, _ passItems: ItemSnapshot, timeoutNanoseconds: Int64?,
                                 consumeWakeUp: Bool, into scratch: PassScratch) -> Bool {
         let count: Int
@@ -508,8 +578,6 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 continue
             }
             switch items.source1(for: event.token) {
-            case .portDoorbell(let port)?:
-                if port.hasDeliverableMessages { scratch.ready.append(.port(port)) }
             case .portConnection(let port, let connections, let socket)?:
                 port.connectionBecameReadable(socket, of: connections)
                 scratch.ready.append(.port(port))
@@ -577,6 +645,13 @@ enum Source1Event {
     case fileDescriptor(FileDescriptorSource, FileDescriptorSource.Events)
     /// The main dispatch queue has work (main loop, common modes).
     case mainQueue
+}
+
+/// How a loop sleeps: the values of `ThreadRunLoop.sleeping`.
+enum Sleep {
+    static let awake: UInt8 = 0
+    static let futex: UInt8 = 1
+    static let epoll: UInt8 = 2
 }
 
 /// What one run invocation was asked for, fixed for all its passes.

@@ -11,6 +11,10 @@ import CBenchmarkPeers
 /// that crosses a process boundary; "RunLoopKit xnamed" is the same exchange over a published
 /// name (the initiator publishes, the responder connects by name). Its "C socketpair + epoll" reference is the baseline
 /// asleep in epoll_wait: the kernel's floor under any event loop.
+/// `idle` is RunLoopKit's ping-pong with idle items, beside the same C eventfd baseline; its
+/// bar reads it against the `pingpong` row. `fanin` has the C ring's four-sender variant as
+/// its baseline and the two Swift peers a daemon would feed from several threads. The scale
+/// rows are RunLoopKit's alone.
 /// The async workloads keep the C eventfd rows as their baseline (the same C code as
 /// `pingpong` and `throughput`) and compare RunLoopKit with SwiftNIO's async counterparts
 /// and the standard library's: a default actor, and `AsyncStream`.
@@ -19,8 +23,12 @@ enum Catalogue {
         switch workload {
         case .pingpong:
             [.cEventfd, .cSocketpair, .cSdEvent, .foundation, .dispatch, .nio, .runLoopKit]
+        case .idle:
+            [.cEventfd, .runLoopKit]
         case .throughput:
             [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .swiftRing]
+        case .fanin:
+            [.cEventfd, .dispatch, .nio, .runLoopKit]
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
@@ -29,7 +37,7 @@ enum Catalogue {
             [.cEventfd, .defaultActor, .nio, .runLoopKit]
         case .asyncstream:
             [.cEventfd, .asyncStream, .nio, .runLoopKit, .runLoopKitAsyncSend]
-        case .churn:
+        case .churn, .payloads, .xpayloads, .threads:
             [.runLoopKit]
         }
     }
@@ -37,13 +45,15 @@ enum Catalogue {
     /// Runs one case in this process and summarises it.
     static func run(_ benchmarkCase: BenchmarkCase, plans: Plans) -> CaseResult {
         switch benchmarkCase.workload {
-        case .pingpong, .perform, .xprocess, .actorhop:
+        case .pingpong, .idle, .perform, .xprocess, .actorhop:
             let measurement = latency(benchmarkCase, plans.latency(for: benchmarkCase))
             let summary = LatencySummary(
                 sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
             return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
-        case .throughput, .asyncstream:
+        case .throughput, .fanin, .asyncstream:
             return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plans.stream(for: benchmarkCase)))
+        case .payloads, .xpayloads, .threads:
+            return CaseResult(benchmarkCase, scale: RunLoopKitPeer.scale(benchmarkCase.workload, plans.scale))
         case .churn:
             return CaseResult(benchmarkCase, churn: Churn.measure(plans.churn))
         }
@@ -58,6 +68,8 @@ enum Catalogue {
         case (.pingpong, .dispatch): DispatchPeer.pingPong(plan)
         case (.pingpong, .nio): NIOPeer.pingPong(plan)
         case (.pingpong, .runLoopKit): RunLoopKitPeer.pingPong(plan)
+        case (.idle, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
+        case (.idle, .runLoopKit): RunLoopKitPeer.pingPong(plan, idleItems: true)
         case (.perform, .cEventfd): CPeers.latency(plan, bench_eventfd_wakeup)
         case (.perform, .foundation): FoundationRunLoopPeer.wakeUp(plan)
         case (.perform, .dispatch): DispatchPeer.wakeUp(plan)
@@ -84,6 +96,10 @@ enum Catalogue {
         case (.throughput, .nio): NIOPeer.throughput(plan)
         case (.throughput, .runLoopKit): RunLoopKitPeer.throughput(plan)
         case (.throughput, .swiftRing): SwiftRingPeer.throughput(plan)
+        case (.fanin, .cEventfd): CPeers.stream(plan, bench_ring_fanin)
+        case (.fanin, .dispatch): DispatchPeer.fanIn(plan)
+        case (.fanin, .nio): NIOPeer.fanIn(plan)
+        case (.fanin, .runLoopKit): RunLoopKitPeer.fanIn(plan)
         case (.asyncstream, .asyncStream): AsyncStreamPeer.asyncStream(plan)
         case (.asyncstream, .nio): NIOPeer.asyncStream(plan)
         case (.asyncstream, .runLoopKit): RunLoopKitPeer.asyncStream(plan)

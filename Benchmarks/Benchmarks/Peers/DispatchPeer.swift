@@ -36,6 +36,18 @@ enum DispatchPeer {
         }
     }
 
+    /// Four threads `async` onto one serial queue; each sender holds a quarter of the bound
+    /// in its own credit window (a window has one acquiring thread).
+    static func fanIn(_ plan: StreamPlan) -> StreamMeasurement {
+        let receiver = DispatchQueue(label: "fanin-receiver")
+        let fanIn = FanIn(peer: .dispatch, plan: plan)
+        let windows = (0..<FanIn.senders).map { _ in CreditWindow(limit: plan.queueLimit / FanIn.senders) }
+        return fanIn.measure { sender, payload in
+            windows[sender].acquire()
+            receiver.async { windows[fanIn.receive(payload)].release() }
+        }
+    }
+
     static func wakeUp(_ plan: LatencyPlan) -> LatencyMeasurement {
         let target = DispatchQueue(label: "wakeup-target")
         let wakeups = Wakeups(peer: .dispatch)

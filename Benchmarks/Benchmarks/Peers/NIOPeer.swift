@@ -44,6 +44,21 @@ enum NIOPeer {
         return measurement
     }
 
+    /// Four threads `execute` onto one event loop; each sender holds a quarter of the bound
+    /// in its own credit window (a window has one acquiring thread).
+    static func fanIn(_ plan: StreamPlan) -> StreamMeasurement {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let receiver = group.next()
+        let fanIn = FanIn(peer: .nio, plan: plan)
+        let windows = (0..<FanIn.senders).map { _ in CreditWindow(limit: plan.queueLimit / FanIn.senders) }
+        let measurement = fanIn.measure { sender, payload in
+            windows[sender].acquire()
+            receiver.execute { windows[fanIn.receive(payload)].release() }
+        }
+        shutDown(group)
+        return measurement
+    }
+
     static func wakeUp(_ plan: LatencyPlan) -> LatencyMeasurement {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let target = group.next()

@@ -35,4 +35,21 @@ enum Payloads {
             return last != 0
         }
     }
+
+    /// A scale row's payload of `bytes` bytes (byte i is a pattern of i), built once per point
+    /// and sent again and again: in process a `Data` is shared, not copied.
+    static func block(_ bytes: Int) -> Data {
+        Data((0..<bytes).map { blockByte($0) })
+    }
+
+    /// Checks a block's length and its first, middle and last bytes (a full compare of 1 MiB
+    /// per message would measure the compare).
+    static func checkBlock(_ data: Data, bytes: Int) -> Bool {
+        guard data.count == bytes else { return false }
+        return data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Bool in
+            [0, bytes / 2, bytes - 1].allSatisfy { index in index < 0 || raw[index] == blockByte(index) }
+        }
+    }
+
+    private static func blockByte(_ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: index &* 131 &+ 7) }
 }

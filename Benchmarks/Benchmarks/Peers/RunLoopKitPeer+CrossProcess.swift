@@ -27,7 +27,22 @@ extension RunLoopKitPeer {
     /// `named`: the `xnamed` row. P is published under a name and the responder connects to
     /// it with `MessagePort.connect(to:)` instead of inheriting a send right; everything after
     /// the connection is the same.
-    static func crossProcessPingPong(_ plan: LatencyPlan, named: Bool = false) -> LatencyMeasurement {
+    /// `payloadBytes`: the `xpayloads` scale row. Each ping carries one block of that many bytes
+    /// (`Payloads.block`) and its sequence number as the msgid, and the responder checks both.
+    static func crossProcessPingPong(_ plan: LatencyPlan, named: Bool = false,
+                                     payloadBytes: Int? = nil) -> LatencyMeasurement {
+        let block = payloadBytes.map(Payloads.block)
+        @Sendable func ping(_ port: MessagePort, _ seq: UInt64) {
+            if let block {
+                sendBlock(to: port, msgid: UInt32(truncatingIfNeeded: seq), [.data(block)], from: nil)
+            } else {
+                send(to: port, Payloads.sequence(seq), from: nil)
+            }
+        }
+        @Sendable func pong(_ message: MessagePort.Message) -> UInt64? {
+            if let payloadBytes { return blockSequence(of: message, bytes: payloadBytes) }
+            return Payloads.sequence(of: data(of: message))
+        }
         var cellDescriptor: Int32 = -1
         guard let cell = bench_responder_cell_create(&cellDescriptor) else {
             fail("RunLoopKit: cannot create the shared responder cell (memfd)")
@@ -38,9 +53,7 @@ extension RunLoopKitPeer {
         let responder = ResponderLink()
         port.setHandler { message in
             if let responderPort = responder.port {
-                if let next = trips.initiatorReceived(Payloads.sequence(of: data(of: message))) {
-                    send(to: responderPort, Payloads.sequence(next), from: nil)
-                }
+                if let next = trips.initiatorReceived(pong(message)) { ping(responderPort, next) }
                 return
             }
             guard message.msgid == helloMsgid, message.components.isEmpty,
@@ -54,22 +67,23 @@ extension RunLoopKitPeer {
                 fail("RunLoopKit: the responder process hung up during the run")
             }
             ThreadRunLoop.current.add(responderPort, forMode: .default)
-            send(to: responderPort, Payloads.sequence(trips.firstPing()), from: nil)
+            ping(responderPort, trips.firstPing())
         }
         initiator.runLoop.add(port, forMode: .default)
 
         let pid: pid_t
+        let sizeArguments = payloadBytes.map { ["--xprocess-echo-bytes", String($0)] } ?? []
         if named {
             let name = "rlk-bench-xnamed-\(getpid())"
             do { try port.publish(as: name) } catch { fail("RunLoopKit: publish(as: \(name)): \(error)") }
             // Spawned after `Pinning.apply`: in the pinned regime it inherits the one-CPU mask.
-            pid = spawnResponder(["--xprocess-echo-named", name, String(cellDescriptor)])
+            pid = spawnResponder(["--xprocess-echo-named", name, String(cellDescriptor)] + sizeArguments)
         } else {
             let sendRight: Int32
             do { sendRight = try port.makeSendRight(inheritable: true) } catch {
                 fail("RunLoopKit: makeSendRight(inheritable: true): \(error)")
             }
-            pid = spawnResponder(["--xprocess-echo", String(sendRight), String(cellDescriptor)])
+            pid = spawnResponder(["--xprocess-echo", String(sendRight), String(cellDescriptor)] + sizeArguments)
             close(sendRight)
         }
         close(cellDescriptor)
@@ -108,7 +122,8 @@ extension RunLoopKitPeer {
         let port = makePort()
         let answered = Counter()
         port.setHandler { message in
-            let seq = Payloads.sequence(of: data(of: message))
+            let seq = if let bytes = echo.payloadBytes { blockSequence(of: message, bytes: bytes) }
+                      else { Payloads.sequence(of: data(of: message)) }
             guard let seq, seq == answered.value + 1 else {
                 fail("RunLoopKit responder: received ping \(seq.map(String.init) ?? "(malformed)"), expected \(answered.value + 1)")
             }

@@ -10,9 +10,11 @@ enum RunLoopKitPeer {
 
     /// Each thread has a port in its default mode; a ping carries the initiator's port
     /// as its reply port, and the responder answers through `message.replyPort`.
-    static func pingPong(_ plan: LatencyPlan) -> LatencyMeasurement {
+    /// `idleItems`: the `idle` workload, with `IdleItems` in both threads' default mode.
+    static func pingPong(_ plan: LatencyPlan, idleItems: Bool = false) -> LatencyMeasurement {
         let initiator = ResidentThread(name: "pingpong-initiator")
         let responder = ResidentThread(name: "pingpong-responder")
+        let idle = idleItems ? [IdleItems(on: initiator.runLoop), IdleItems(on: responder.runLoop)] : []
         let initiatorPort = makePort()
         let responderPort = makePort()
         let trips = RoundTrips(peer: .runLoopKit, plan: plan)
@@ -36,6 +38,7 @@ enum RunLoopKitPeer {
         let measurement = trips.waitForCompletion()
         initiatorPort.invalidate()
         responderPort.invalidate()
+        for items in idle { items.remove() }
         initiator.stop()
         responder.stop()
         return measurement
@@ -50,6 +53,20 @@ enum RunLoopKitPeer {
         port.setHandler { message in stream.receive(data(of: message)) }
         receiver.runLoop.add(port, forMode: .default)
         let measurement = stream.measure(plan) { payload in send(to: port, payload, from: nil) }
+        port.invalidate()
+        receiver.stop()
+        return measurement
+    }
+
+    /// Four sender threads send to one port with the plan's bound, scheduled on a resident
+    /// thread; each blocks in `send` while the queue is full.
+    static func fanIn(_ plan: StreamPlan) -> StreamMeasurement {
+        let receiver = ResidentThread(name: "fanin-receiver")
+        let port = makePort(queueLimit: plan.queueLimit)
+        let fanIn = FanIn(peer: .runLoopKit, plan: plan)
+        port.setHandler { message in fanIn.receive(data(of: message)) }
+        receiver.runLoop.add(port, forMode: .default)
+        let measurement = fanIn.measure { _, payload in send(to: port, payload, from: nil) }
         port.invalidate()
         receiver.stop()
         return measurement

@@ -208,6 +208,14 @@ typedef struct bench_stream_result {
 /// ring full sleeps on a second eventfd until the consumer has drained what it saw.
 void bench_ring_throughput(const bench_stream_plan *plan, bench_stream_result *result);
 
+/// The fan-in workload's sender threads (every peer's).
+enum { BENCH_FANIN_SENDERS = 4 };
+
+/// `BENCH_FANIN_SENDERS` producer threads into one bounded ring of 64-byte slots (a mutex
+/// claims slots, the consumer sleeps on an eventfd), each sender's `max_messages / 4`
+/// (warm-up `warmup / 4`) checked in its own order. See ring_fanin.c.
+void bench_ring_fanin(const bench_stream_plan *plan, bench_stream_result *result);
+
 /// Blocking send of 64-byte packets over an AF_UNIX SOCK_SEQPACKET socketpair; the
 /// socket buffer is the bound.
 void bench_socketpair_throughput(const bench_stream_plan *plan, bench_stream_result *result);

@@ -9,6 +9,14 @@
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 
+/// FUTEX_WAIT_PRIVATE: sleeps while `*word == expected`, at most `timeout_ns` (`< 0`: forever).
+/// Returns 0 when woken, else -1 with errno EAGAIN (the word had changed), ETIMEDOUT or EINTR.
+int crlk_futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns);
+/// Stores `value` in `*word` (sequentially consistent), then FUTEX_WAKE_PRIVATE one waiter.
+void crlk_futex_post(uint32_t *word, uint32_t value);
+/// A sequentially consistent store to a futex word.
+static inline void crlk_futex_store(uint32_t *word, uint32_t value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
+
 /// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.
 /// Falls back to epoll_wait (timeout rounded up to whole milliseconds) on kernels before 5.11.
 int crlk_epoll_wait_ns(int epfd, struct epoll_event *events, int maxevents, int64_t timeout_ns);

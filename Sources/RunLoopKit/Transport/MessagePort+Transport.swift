@@ -91,7 +91,7 @@ extension MessagePort {
 
     /// True for a proxy (a send right to a port owned elsewhere), false for a local port.
     /// Any thread; free.
-    public var isProxy: Bool { doorbell == nil }
+    public var isProxy: Bool { proxyCounters != nil }
 
     /// Open connections of a local port: receive ends of send rights whose senders have not
     /// all closed (a connection counts until its descriptor is closed). Any thread; a lock.
@@ -108,8 +108,10 @@ extension MessagePort {
     // MARK: - Sending through a proxy
 
     /// Writes one frame, built in place; waits in poll(2) while the peer's buffer is full.
+    /// `countsBlocked`: a wait for room counts in `sendersBlocked` (the async path counts its
+    /// own suspension instead, once per send).
     func sendRemote(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?,
-                    deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+                    countsBlocked: Bool = true, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         if let conduit {
             try sendThroughConduit(conduit, Message(msgid: msgid, components: components, replyPort: replyPort),
                                    deadline: deadline)
@@ -120,7 +122,7 @@ extension MessagePort {
         // component and gathers no descriptors.
         if replyPort == nil, components.count == 1, case .data(let data) = components[0] {
             let size = try FrameWriter.size(ofSingleData: data.count)
-            try transmit(frameOf: size, descriptors: [], through: remote, deadline: deadline) { buffer in
+            try transmit(frameOf: size, descriptors: [], through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
                 FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
             }
             return
@@ -130,7 +132,7 @@ extension MessagePort {
         var descriptors: [Int32] = []
         for case .port(let port) in components { descriptors.append(try port.transferableDescriptor()) }
         if let replyPort { descriptors.append(try replyPort.transferableDescriptor()) }
-        try transmit(frameOf: size, descriptors: descriptors, through: remote, deadline: deadline) { buffer in
+        try transmit(frameOf: size, descriptors: descriptors, through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
             FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: components, into: buffer)
         }
     }
@@ -138,7 +140,7 @@ extension MessagePort {
     /// Builds a frame of `size` bytes on the stack with `write` and sends it with `descriptors`.
     @inline(__always)
     private func transmit(frameOf size: Int, descriptors: [Int32], through remote: SeqPacketSocket,
-                          deadline: () -> ContinuousClock.Instant?,
+                          countsBlocked: Bool, deadline: () -> ContinuousClock.Instant?,
                           write: (UnsafeMutableRawBufferPointer) -> Void) throws(PortError) {
         let failure = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer -> PortError? in
             write(buffer)
@@ -147,23 +149,29 @@ extension MessagePort {
                 try remote.send(frame, descriptors: descriptors)
                 return nil
             } catch {
-                return sendAfter(error, frame: frame, descriptors: descriptors, through: remote, deadline: deadline)
+                return sendAfter(error, frame: frame, descriptors: descriptors, through: remote,
+                                 countsBlocked: countsBlocked, deadline: deadline)
             }
         }
         if let failure { throw failure }
+        proxyCounters?.sent.add(1, ordering: .relaxed)
     }
 
     /// The first write failed with `error`: waits while the peer's buffer is full and retries,
     /// or maps the error. Returns nil once the frame is sent.
     @inline(never)
     private func sendAfter(_ error: Errno, frame: UnsafeRawBufferPointer, descriptors: [Int32],
-                           through remote: SeqPacketSocket, deadline: () -> ContinuousClock.Instant?) -> PortError? {
+                           through remote: SeqPacketSocket, countsBlocked: Bool,
+                           deadline: () -> ContinuousClock.Instant?) -> PortError? {
         var error = error
         var resolvedDeadline: ContinuousClock.Instant??
         while true {
             switch error.rawValue {
             case EAGAIN:
-                if resolvedDeadline == nil { resolvedDeadline = .some(deadline()) }
+                if resolvedDeadline == nil {
+                    resolvedDeadline = .some(deadline())
+                    if countsBlocked { proxyCounters?.sendersBlocked.add(1, ordering: .relaxed) }
+                }
                 let bell: EventFD
                 do { bell = try invalidationBell() } catch { return error }
                 guard remote.waitUntilWritable(deadline: resolvedDeadline!, interruptedBy: bell) else { return .timedOut }
@@ -208,7 +216,7 @@ extension MessagePort {
     /// loop then services the port, whose `readConnections` checks for a receiver and room.
     func connectionBecameReadable(_ socket: SeqPacketSocket, of connections: PortConnections) {
         connections.markPending(socket)
-        // Read (under the lock) by a thread setting a receiver, which then rings the doorbell
+        // Read (under the lock) by a thread setting a receiver, which then tells the loop
         // if the loop found no receiver and left the connection pending.
         connectionsPending.store(true, ordering: .sequentiallyConsistent)
     }
@@ -313,6 +321,8 @@ extension MessagePort {
         case .success(let message):
             lock.lock()
             if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
+                state.statistics.accepted(queued: 0)
+                state.statistics.delivered &+= 1
                 lock.unlock()
                 receiver.deliver(message)
                 return 1
@@ -323,6 +333,7 @@ extension MessagePort {
                 return 0
             }
             queue.append(message)
+            state.statistics.accepted(queued: queue.count)
             refreshDeliverableLocked()
             room = membership.isValid ? queueLimit - queue.count : 0
             lock.unlock()

@@ -49,7 +49,7 @@ extension MessagePort {
     /// Queues a message built by a bridge (carrying its peer's identity in `origin`) on this
     /// local port, as the synchronous `send` does. Any thread.
     package func enqueue(_ message: Message, before deadline: ContinuousClock.Instant) throws(PortError) {
-        precondition(doorbell != nil, "MessagePort.enqueue is for local ports, not proxies")
+        precondition(!isProxy, "MessagePort.enqueue is for local ports, not proxies")
         if lockIfRoom() {
             appendLocked(message)
         } else {
@@ -60,7 +60,7 @@ extension MessagePort {
     /// Queues a bridge's message on this local port, as the async `send` does: suspends while
     /// the queue is full. Any task.
     package func enqueue(_ message: Message) async throws(PortError) {
-        precondition(doorbell != nil, "MessagePort.enqueue is for local ports, not proxies")
+        precondition(!isProxy, "MessagePort.enqueue is for local ports, not proxies")
         if lockIfRoom() {
             appendLocked(message)
         } else {

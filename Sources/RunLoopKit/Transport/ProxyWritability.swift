@@ -76,14 +76,18 @@ extension MessagePort {
             try await sendThroughConduit(conduit, Message(msgid: msgid, components: components, replyPort: replyPort))
             return
         }
+        var suspended = false
         while true {
             do {
                 // A deadline already passed: a full buffer reports `.timedOut` instead of waiting.
-                try sendRemote(msgid: msgid, components: components, replyPort: replyPort, deadline: { .now })
+                try sendRemote(msgid: msgid, components: components, replyPort: replyPort,
+                               countsBlocked: false, deadline: { .now })
                 return
             } catch .timedOut {
                 guard !Task.isCancelled else { throw .cancelled }
             }
+            if !suspended { proxyCounters?.sendersBlocked.add(1, ordering: .relaxed) }
+            suspended = true
             guard let remote else { throw .invalidPort }
             switch await ProxyWritability.wait(for: remote, bell: try invalidationBell()) {
             case .room: continue

@@ -1,0 +1,59 @@
+import Synchronization
+
+extension MessagePort {
+    /// A port's counters since it was created: cheap enough to stay on (a few increments under
+    /// the lock each message already takes), read whole with one lock acquisition.
+    ///
+    /// For a local port, a message is *sent* when the port accepts it (queued, or handed
+    /// straight to a waiting receiver), whether it came from this process or over a send right;
+    /// *delivered* when it reached the handler, the delegate or the `messages()` consumer;
+    /// *discarded* when invalidation dropped it. So at any quiet moment
+    /// `sent == delivered + discarded + queuedCount`. For a proxy (a send right to another
+    /// process's port), *sent* counts frames written to the socket and the other counters stay 0
+    /// but `sendersBlocked`.
+    public struct Statistics: Sendable, Hashable, CustomStringConvertible {
+        /// Messages the port accepted (a proxy: frames it wrote).
+        public var sent: UInt64 = 0
+        /// Messages given to the handler, delegate or `messages()` consumer.
+        public var delivered: UInt64 = 0
+        /// Messages dropped because the port was invalidated; `discardedCount` is the same figure.
+        public var discarded: UInt64 = 0
+        /// The most messages ever queued at once (at most `queueLimit`).
+        public var queueHighWater: Int = 0
+        /// Sends that had to wait for room: a synchronous sender that blocked, an async sender
+        /// that suspended (each send counted once, however long it waited).
+        public var sendersBlocked: UInt64 = 0
+
+        /// Creates zeroed statistics. Any thread; free.
+        public init() {}
+
+        /// One line with every counter. Any thread.
+        public var description: String {
+            "sent \(sent), delivered \(delivered), discarded \(discarded), queue high water \(queueHighWater), senders blocked \(sendersBlocked)"
+        }
+
+        /// A message was accepted, leaving `queued` in the queue.
+        @inline(__always)
+        mutating func accepted(queued: Int) {
+            sent &+= 1
+            if queued > queueHighWater { queueHighWater = queued }
+        }
+    }
+
+    /// The port's counters. Any thread; one lock acquisition (a proxy: two atomic loads).
+    public var statistics: Statistics {
+        if let proxyCounters {
+            var statistics = Statistics()
+            statistics.sent = proxyCounters.sent.load(ordering: .relaxed)
+            statistics.sendersBlocked = proxyCounters.sendersBlocked.load(ordering: .relaxed)
+            return statistics
+        }
+        return lock.withLock { state.statistics }
+    }
+}
+
+/// A proxy's counters: its sends take no lock, so they count with atomics.
+final class ProxyCounters: Sendable {
+    let sent = Atomic<UInt64>(0)
+    let sendersBlocked = Atomic<UInt64>(0)
+}
