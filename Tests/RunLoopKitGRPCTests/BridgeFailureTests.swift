@@ -48,6 +48,39 @@ struct BridgeFailureTests {
         await client.stop()
     }
 
+    @Test("the server SIGKILLed while senders wait for room: blocked and suspended senders get .invalidPort at once", .timeLimit(.minutes(1)))
+    func killedWhileSendersWait() async throws {
+        let peer = try PeerProcess(name: "svc.full", mode: "stall")
+        let client = try LoopbackClient(port: peer.listeningPort, queueLimit: 4)
+        let proxy = try await client.client.connect(to: "svc.full")
+        let payload = Data(repeating: 0x5A, count: 64 * 1024)
+        // One thread and one task keep sending, each with a minute to wait for room, until a
+        // send fails: they end up blocked and suspended on the full stream.
+        async let blocked: PortError? = onThread("blocked sender") {
+            while true {
+                do throws(PortError) {
+                    try proxy.send(msgid: 1, components: [.data(payload)], timeout: .seconds(60))
+                } catch {
+                    return error
+                }
+            }
+        }
+        let suspended = Task {
+            while true { try await proxy.send(msgid: 2, components: [.data(payload)]) }
+        }
+        // Long enough for both to fill the stream and wait; were they not waiting yet, the kill
+        // would still have to stop them with .invalidPort.
+        try await Task.sleep(for: .milliseconds(500))
+        let killed = ContinuousClock.now
+        peer.kill()
+        #expect(await blocked == .invalidPort)
+        let suspendedOutcome = await suspended.result
+        #expect(throws: PortError.invalidPort) { try suspendedOutcome.get() }
+        #expect(ContinuousClock.now - killed < .seconds(1))
+        #expect(!proxy.isValid)
+        await client.stop()
+    }
+
     @Test("a server that stops reading: sync send times out, async send suspends, nothing lost or duplicated", .timeLimit(.minutes(1)))
     func backpressure() async throws {
         let peer = try PeerProcess(name: "svc.stall", mode: "stall")
