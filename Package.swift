@@ -22,6 +22,8 @@ let package = Package(
         // The adapters' products only: a package that uses the RunLoopKit product builds neither.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Documentation only: `swift package generate-documentation` (CI builds the DocC catalogs).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // The few things Swift cannot express: CMSG_* macros, futex and epoll_pwait2 entry points.
@@ -93,8 +95,23 @@ let package = Package(
 
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "LoopHost"]
+            dependencies: ["RunLoopKit", "LoopHost", "ResidentThreadsExample", "PortsAndMessagesExample",
+                           "CrossProcessExample", "ConcurrencyExample", "ComingFromCFExample"]
         ),
+        // The DocC articles' examples, each a complete program that its article shows verbatim;
+        // DocumentationExampleTests checks that the two match and runs the program.
+        .executableTarget(name: "ComingFromCFExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/ComingFromCF"),
+        .executableTarget(name: "ResidentThreadsExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/ResidentThreads"),
+        .executableTarget(name: "PortsAndMessagesExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/PortsAndMessages"),
+        .executableTarget(name: "CrossProcessExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/CrossProcess"),
+        .executableTarget(name: "ConcurrencyExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/Concurrency"),
+        .executableTarget(name: "SystemdDaemonExample", dependencies: ["RunLoopKit", "RunLoopKitSystemd"],
+                          path: "Tests/DocExamples/SystemdDaemon"),
         // A program whose main thread runs ThreadRunLoop.main, for the main-dispatch-queue tests
         // (the test runner owns the test process's main thread).
         .executableTarget(
@@ -119,7 +136,8 @@ let package = Package(
         ),
         .testTarget(
             name: "RunLoopKitSystemdTests",
-            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient"]
+            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient",
+                           "SystemdDaemonExample"]
         ),
         // A daemon whose main thread runs ThreadRunLoop.main inside a ServiceGroup, for the
         // graceful-shutdown tests (they send it SIGTERM).

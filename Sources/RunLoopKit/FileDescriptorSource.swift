@@ -12,15 +12,17 @@
 public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringConvertible {
     /// The readiness a source waits for and reports.
     public struct Events: OptionSet, Sendable, Hashable {
+        /// The events' bits. Any thread; free.
         public let rawValue: UInt8
+        /// Events from their bits. Any thread; free.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
-        /// Data (or end of file, or an error) can be read without blocking.
+        /// Data (or end of file, or an error) can be read without blocking. Any thread; free.
         public static let readable = Events(rawValue: 1 << 0)
-        /// Data can be written without blocking.
+        /// Data can be written without blocking. Any thread; free.
         public static let writable = Events(rawValue: 1 << 1)
     }
 
-    /// The watched descriptor (owned by the caller).
+    /// The watched descriptor (owned by the caller). Any thread; free.
     public let fileDescriptor: Int32
     let events: Events
     let order: Int
@@ -51,6 +53,8 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     /// False once invalidated. Any thread; one atomic load.
     public var isValid: Bool { membership.isValid }
 
+    /// The descriptor, its events and whether the source is valid, for logs. Any thread; allocates
+    /// the string.
     public var description: String {
         "FileDescriptorSource(fd: \(fileDescriptor), events: \(events.debugSummary), order: \(order), valid: \(isValid))"
     }

@@ -88,7 +88,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
         }
     }
 
+    /// Identity: one executor per loop. Any thread; free.
     public static func == (lhs: LoopExecutor, rhs: LoopExecutor) -> Bool { lhs === rhs }
+    /// Hashes the identity. Any thread; free.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// "LoopExecutor(thread <tid> "<name>")". Any thread; a lock.

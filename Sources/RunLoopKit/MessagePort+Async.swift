@@ -5,7 +5,9 @@ extension MessagePort {
     /// no run loop for senders in this process; a port with send rights in other processes must
     /// also be on a loop, whose passes read their frames into the queue.
     public struct Messages: AsyncSequence, Sendable {
+/// Each element is one message, in delivery order.
         public typealias Element = MessagePort.Message
+/// The sequence never throws: it ends (nil) on invalidation or cancellation.
         public typealias Failure = Never
 
         let port: MessagePort
@@ -13,7 +15,9 @@ extension MessagePort {
 
         /// Takes the port's messages in order, one `next()` at a time.
         public struct AsyncIterator: AsyncIteratorProtocol {
+/// Each element is one message, in delivery order.
             public typealias Element = MessagePort.Message
+/// The iterator never throws: it returns nil on invalidation or cancellation.
             public typealias Failure = Never
 
             let port: MessagePort

@@ -7,15 +7,17 @@ extension MessagePort {
     public struct Message: Sendable, CustomStringConvertible {
         /// One component of a message.
         public enum Component: Sendable {
+            /// Bytes; across processes, copied into the frame.
             case data(Data)
+            /// A port; across processes, its send right travels as a descriptor (SCM_RIGHTS).
             case port(MessagePort)
         }
 
-        /// The message id the sender chose.
+        /// The message id the sender chose. Any thread; free.
         public var msgid: UInt32
-        /// The components, in the order sent.
+        /// The components, in the order sent. Any thread; free.
         public var components: [Component]
-        /// The sender's `from:` port: where a reply should go.
+        /// The sender's `from:` port: where a reply should go. Any thread; free.
         public var replyPort: MessagePort?
         /// The process that sent the frame, as the kernel reported it; nil for a message sent in
         /// this process (read through `sender`).
@@ -39,21 +41,22 @@ extension MessagePort {
             kernelSender = sender
         }
 
-        /// The Data component at `index`, or nil when there is none or it is a port.
+        /// The Data component at `index`, or nil when there is none or it is a port. Any thread; O(1).
         public func data(at index: Int) -> Data? {
             guard components.indices.contains(index), case .data(let data) = components[index] else { return nil }
             return data
         }
 
-        /// The port component at `index`, or nil when there is none or it is Data.
+        /// The port component at `index`, or nil when there is none or it is Data. Any thread; O(1).
         public func port(at index: Int) -> MessagePort? {
             guard components.indices.contains(index), case .port(let port) = components[index] else { return nil }
             return port
         }
 
-        /// The first Data component, the common single-payload case.
+        /// The first Data component, the common single-payload case. Any thread; O(components).
         public var data: Data? { components.lazy.compactMap { if case .data(let d) = $0 { d } else { nil } }.first }
 
+        /// The msgid and each component's kind and size, for logs. Any thread; allocates the string.
         public var description: String {
             let parts = components.map { component -> String in
                 switch component {

@@ -20,14 +20,16 @@ extension MessagePort {
         let rule: Rule
 
         /// Processes whose effective uid is the publisher's (resolved when `publish` runs).
-        /// The default.
+        /// The default. Any thread; free.
         public static let sameUser = Access(rule: .sameUser)
-        /// Every process of this host (of this network namespace, where the name lives).
+        /// Every process of this host (of this network namespace, where the name lives). Any
+        /// thread; free.
         public static let anyone = Access(rule: .anyone)
-        /// Processes whose effective uid is one of `uids`.
+        /// Processes whose effective uid is one of `uids`. Any thread; copies the set.
         public static func users(_ uids: Set<UInt32>) -> Access { Access(rule: .users(uids)) }
         /// Processes whose effective gid is one of `gids` (the primary group the kernel reports
-        /// with each frame; supplementary groups are not seen per frame, so they do not count).
+        /// with each frame; supplementary groups are not seen per frame, so they do not count). Any
+        /// thread; copies the set.
         public static func groups(_ gids: Set<UInt32>) -> Access { Access(rule: .groups(gids)) }
 
         /// This policy with `.sameUser` made concrete for a publisher of effective uid `uid`.
@@ -45,6 +47,7 @@ extension MessagePort {
             }
         }
 
+        /// The policy's name (and ids), for logs. Any thread; allocates the string.
         public var description: String {
             switch rule {
             case .sameUser: "sameUser"
@@ -58,11 +61,14 @@ extension MessagePort {
     /// The process that sent a message's frame, as the kernel reported it (SCM_CREDENTIALS):
     /// its pid and effective uid and gid at the time of the send.
     public struct Sender: Sendable, Equatable, Hashable, CustomStringConvertible {
+        /// The sending process's id. Any thread; free.
         public var pid: Int32
+        /// The sending process's user id. Any thread; free.
         public var uid: UInt32
+        /// The sending process's group id. Any thread; free.
         public var gid: UInt32
 
-        /// A sender with these ids (for comparisons in tests and policies). Free.
+        /// A sender with these ids (for comparisons in tests and policies). Free. Any thread.
         public init(pid: Int32, uid: UInt32, gid: UInt32) {
             self.pid = pid
             self.uid = uid
@@ -80,6 +86,7 @@ extension MessagePort {
         /// makes a frame from the parent read as local in the child.
         private static let thisProcess = getpid()
 
+        /// The pid, uid and gid, for logs. Any thread; allocates the string.
         public var description: String { "pid \(pid), uid \(uid), gid \(gid)" }
     }
 

@@ -15,6 +15,9 @@ import FoundationEssentials
 public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, CustomStringConvertible {
     /// Receives the port's messages on the receiving loop's thread. Held weakly.
     public protocol Delegate: AnyObject, Sendable {
+        /// Called on the receiving loop's thread, once per message, in delivery order
+        /// (NSPortDelegate's handlePortMessage:). Return promptly: the loop handles nothing else
+        /// meanwhile.
         func handlePortMessage(_ message: MessagePort.Message)
     }
 
@@ -84,7 +87,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
     }
 
-    /// The most messages the queue holds before `send` blocks.
+    /// The most messages the queue holds before `send` blocks. Any thread; free.
     public let queueLimit: Int
     /// A proxy's send right (one end of a socketpair whose other end another process reads).
     let remote: SeqPacketSocket?
@@ -203,7 +206,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// Queues a message; blocks only while the queue is full, until `deadline` (`.timedOut`).
     /// Throws `.invalidPort` if the port is (or becomes, while blocked) invalid. Any thread; a
-    /// lock and, once per burst, one eventfd write.
+    /// lock and, once per burst to a sleeping loop, one wake-up (a futex post or an eventfd write).
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
@@ -341,9 +344,12 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// batch taken for delivery was still being delivered). Any thread; a lock.
     public var discardedCount: Int { lock.withLock { Int(state.statistics.discarded) } }
 
+    /// Identity: two values are equal when they are the same port. Any thread; free.
     public static func == (lhs: MessagePort, rhs: MessagePort) -> Bool { lhs === rhs }
+    /// Hashes the identity. Any thread; free.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
+    /// The port's kind, state and queue, for logs. Any thread; a lock and the string.
     public var description: String {
         let (queued, receiving) = lock.withLock { (queue.count, state.hasReceiver) }
         if let remote {

@@ -38,6 +38,7 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// cannot be handed to another process as a send right.
     case notTransferable
 
+    /// What went wrong, in words, for logs. Any thread; allocates the string.
     public var description: String {
         switch self {
         case .invalidPort: "the port is invalid"

@@ -14,13 +14,11 @@ import Synchronization
 ///
 /// `push` from any thread: a lock and an atomic exchange. The rest on the loop's thread only.
 final class ReadyPorts: Sendable {
-    private let inbox = Locked<[MessagePort]>([])
+    private let inbox = Locked(RingBuffer<MessagePort>())
     /// Set by pushes the loop has not taken yet; the first push after the loop looked rings it.
     private let pending = Atomic<Bool>(false)
-    /// Ports taken or kept, not yet serviced. Loop thread only.
-    private let kept = LoopThreadOnly<[MessagePort]>([])
-    /// The buffer swapped with `inbox`, so that taking the pushes allocates nothing. Loop thread only.
-    private let spare = LoopThreadOnly<[MessagePort]>([])
+    /// Ports taken or kept, not yet serviced, in the order they became ready. Loop thread only.
+    private let kept = LoopThreadOnly(RingBuffer<MessagePort>())
 
     /// Adds `port`; true when the loop must be rung (the first push since it last took them).
     /// Any thread.
@@ -46,21 +44,22 @@ final class ReadyPorts: Sendable {
         if pending.load(ordering: .relaxed) {
             // Cleared before taking: a push after the take sets it again and is taken next time.
             pending.store(false, ordering: .sequentiallyConsistent)
-            inbox.withLock { swap(&$0, &spare.value) }
-            kept.value.append(contentsOf: spare.value)
-            spare.value.removeAll(keepingCapacity: true)
+            if kept.value.isEmpty {
+                // The usual case: the pushes become the list, by swapping buffers.
+                inbox.withLock { swap(&$0, &kept.value) }
+            } else {
+                inbox.withLock { pushed in
+                    while let port = pushed.popFirst() { kept.value.append(port) }
+                }
+            }
         }
-        guard !kept.value.isEmpty else { return }
-        var stay = 0
-        for index in kept.value.indices {
-            let port = kept.value[index]
+        for _ in 0..<kept.value.count {
+            let port = kept.value.popFirst()!
             if items.holds(port) {
                 if port.hasDeliverableMessages { ready.append(.port(port)) }
             } else if port.isValid && port.isReceived(by: loop) {
-                kept.value[stay] = port
-                stay += 1
+                kept.value.append(port)
             }
         }
-        kept.value.removeLast(kept.value.count - stay)
     }
 }

@@ -15,6 +15,7 @@ public final class ResidentThread: Sendable, CustomStringConvertible {
     }
 
     /// The name given at creation (the kernel shows its first 15 bytes in /proc/self/task/*/comm).
+    /// Free.
     public let name: String
     /// The thread's run loop: add ports, timers and sources to it from any thread.
     public let runLoop: ThreadRunLoop
@@ -70,6 +71,7 @@ public final class ResidentThread: Sendable, CustomStringConvertible {
         core.stop(joining: ThreadID.current != runLoop.owner)
     }
 
+    /// The thread's name and whether it finished, for logs. Any thread; a lock and the string.
     public var description: String {
         "ResidentThread(\"\(name)\", \(runLoop.owner), \(isFinished ? "finished" : "running"))"
     }

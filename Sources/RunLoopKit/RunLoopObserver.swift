@@ -26,6 +26,7 @@ public final class RunLoopObserver: Sendable, SingleLoopItem, CustomStringConver
     /// False once invalidated. Any thread; one atomic load.
     public var isValid: Bool { membership.isValid }
 
+    /// The activities, order and validity, for logs. Any thread; allocates the string.
     public var description: String {
         "RunLoopObserver(activities: \(activities), order: \(order), repeats: \(repeats), valid: \(isValid))"
     }

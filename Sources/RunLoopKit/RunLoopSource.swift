@@ -6,7 +6,7 @@ import Synchronization
 /// As with CFRunLoopSourceSignal, signalling does not wake a sleeping loop: follow it with
 /// `ThreadRunLoop.wakeUp()`. A source may be in several modes of several loops.
 public final class RunLoopSource: Sendable, RunLoopItem, CustomStringConvertible {
-    /// Sources in one mode perform in ascending `order`.
+    /// Sources in one mode perform in ascending `order`. Any thread; free.
     public let order: Int
     private let scheduleCallout: (@Sendable (ThreadRunLoop, ThreadRunLoop.Mode) -> Void)?
     private let cancelCallout: (@Sendable (ThreadRunLoop, ThreadRunLoop.Mode) -> Void)?
@@ -48,6 +48,7 @@ public final class RunLoopSource: Sendable, RunLoopItem, CustomStringConvertible
     /// False once `invalidate()` was called. Any thread; one atomic load.
     public var isValid: Bool { valid.load(ordering: .acquiring) }
 
+    /// The order, signal and validity, for logs. Any thread; allocates the string.
     public var description: String {
         "RunLoopSource(order: \(order), signalled: \(isSignalled), valid: \(isValid))"
     }

@@ -20,7 +20,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
         var generation: UInt64 = 0
     }
 
-    /// The time between fires of a repeating timer; zero for a one-shot timer.
+    /// The time between fires of a repeating timer; zero for a one-shot timer. Any thread; free.
     public let interval: Duration
     private let handler: @Sendable (RunLoopTimer) -> Void
     private let state: Locked<State>
@@ -73,6 +73,7 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
     /// False once invalidated (or, for a one-shot timer, once it has fired). Any thread.
     public var isValid: Bool { membership.isValid }
 
+    /// The fire date, interval, tolerance and validity, for logs. Any thread; a lock and the string.
     public var description: String {
         let (date, tolerance) = state.withLock { ($0.fireInstant, $0.tolerance) }
         let firesIn = Duration.nanoseconds(LoopInstant.now.nanoseconds(to: date))

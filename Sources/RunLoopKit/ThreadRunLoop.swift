@@ -622,6 +622,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
     // MARK: - Description
 
+    /// The loop's thread, modes and items, for debugging. Any thread; the loop's lock and the
+    /// string.
     public var debugDescription: String {
         state.withLock { state in
             LoopDescription(loop: self, state: state).text

@@ -30,7 +30,7 @@ public final class PortExporter: RegistrableRPCService, Sendable {
     /// Makes `port` reachable by remote clients as `name`, for the clients `access` admits.
     /// Throws `.invalidName` (not 1–100 bytes of `[A-Za-z0-9._-]`), `.nameInUse` (exported
     /// already), `.invalidPort`. Exporting a proxy is a precondition failure. Invalidating the
-    /// port ends its streams. Any thread; a lock.
+    /// port ends each of its streams at that stream's next message. Any thread; a lock.
     public func export(_ port: MessagePort, as name: String, access: RemoteAccess = .anyVerifiedClient) throws(PortError) {
         precondition(!port.isProxy, "PortExporter.export(_:as:) needs a local port; \(port) is a proxy")
         guard (1...100).contains(name.utf8.count), name.utf8.allSatisfy(BridgeFrame.isNameByte) else {

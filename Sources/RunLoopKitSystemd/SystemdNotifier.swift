@@ -17,7 +17,7 @@ import CSystemd
 /// call, so do not `setenv` concurrently. The environment is never unset, so child
 /// processes you spawn inherit it unless you clear it for them.
 public struct SystemdNotifier: Sendable {
-    /// Creates a notifier. Free: no system call, no allocation.
+    /// Creates a notifier. Free: no system call, no allocation. Any thread.
     public init() {}
 
     /// True when `NOTIFY_SOCKET` is set, i.e. notifications go somewhere.

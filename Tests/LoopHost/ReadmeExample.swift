@@ -1,32 +1,26 @@
-// The README's "Swift concurrency and the main queue" example, kept identical to it (but for
-// the wrapping function, since only main.swift may hold top-level code), so that an example
-// that no longer compiles or runs fails the tests.
+// The README's example, kept identical to it but for the wrapping function (only main.swift may
+// hold top-level code): MainDispatchQueueTests checks that the two match and runs it here, on a
+// main thread running its loop as a program's top-level code would.
 
-import FoundationEssentials
 import RunLoopKit
-
-actor Index {                                            // every method runs on "index"
-    let thread = ResidentThread(name: "index")
-    private var words: [String: Int] = [:]
-    nonisolated var unownedExecutor: UnownedSerialExecutor { thread.executor.asUnownedSerialExecutor() }
-    func add(_ word: String) { words[word, default: 0] += 1 }
-    func count(_ word: String) -> Int { words[word] ?? 0 }
-}
+import FoundationEssentials
 
 func runReadmeExample() throws {
-    let index = Index()
-    let inbox = try MessagePort(queueLimit: 64)
-    let consumer = Task {                                // no run loop needed for in-process senders
-        for await message in inbox.messages() {
-            await index.add(String(decoding: message.data ?? Data(), as: UTF8.self))
-        }
+    let worker = ResidentThread(name: "worker")          // its loop runs until worker.stop()
+    let service = try MessagePort()                        // received on the worker's loop
+    service.setHandler { request in                        // runs on the worker thread
+        let text = String(decoding: request.data ?? Data(), as: UTF8.self)
+        try? request.replyPort?.send(msgid: request.msgid, components: [.data(Data(text.uppercased().utf8))],
+                                     timeout: .seconds(1))
     }
-    Task { @MainActor in
-        try await inbox.send(msgid: 1, components: [.data(Data("loop".utf8))])   // suspends while full
-        try await Task.sleep(for: .milliseconds(10))
-        print("loop:", await index.count("loop"))
-        ThreadRunLoop.main.stop()
-    }
-    ThreadRunLoop.main.run()                             // the daemon's main thread: serves @MainActor
-    consumer.cancel()
+    worker.runLoop.add(service, forMode: .default)
+
+    let replies = try MessagePort()                        // received on the main thread's loop
+    replies.setHandler { reply in print("reply:", String(decoding: reply.data!, as: UTF8.self)) }
+    ThreadRunLoop.current.add(replies, forMode: .default)
+
+    try service.send(msgid: 1000, components: [.data(Data("hello".utf8))], from: replies, timeout: .seconds(1))
+    ThreadRunLoop.current.run(mode: .default, before: .now + .seconds(5))   // prints "reply: HELLO"
+    try worker.perform(waitUntilDone: true) { print("ran on the worker") }
+    worker.stop()                                          // joins; perform now throws .finished
 }

@@ -9,7 +9,7 @@
 //   modes            nothing of the main queue runs while the main loop runs a non-common mode,
 //                    or on another thread's loop; it runs once the loop is in a common mode, and
 //                    in a mode made common with addCommonMode.
-//   readme           the README's Swift concurrency example, as written there (ReadmeExample.swift).
+//   readme           the README's example, as written there (ReadmeExample.swift).
 //
 // Output: "key: value" lines on stdout, checked by the test; exit 0.
 

@@ -107,7 +107,8 @@ final class NotifySocket: Sendable {
     }
 }
 
-/// The example daemon, spawned with a chosen environment and its stdout on a socketpair.
+/// A daemon built beside the tests (example-daemon unless told otherwise), spawned with a chosen
+/// environment and its stdout on a socketpair.
 final class DaemonProcess: Sendable {
     let pid: pid_t
     private let stdoutFD: Int32
@@ -121,17 +122,17 @@ final class DaemonProcess: Sendable {
     let output = Locked<[String]>([])
     private let pending = Locked<[UInt8]>([])
 
-    /// `example-daemon` next to the test bundle: the build directory (`.build/<triple>/<config>`)
+    /// `executable` next to the test bundle: the build directory (`.build/<triple>/<config>`)
     /// holds both. Walks up a few levels in case the runner lives in a subdirectory.
-    static func executablePath() throws -> String {
+    static func executablePath(_ executable: String = "example-daemon") throws -> String {
         var directory = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             .deletingLastPathComponent()
         for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("example-daemon").path
+            let candidate = directory.appendingPathComponent(executable).path
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
             directory.deleteLastPathComponent()
         }
-        throw TestFailure("example-daemon not found near \(CommandLine.arguments[0]); build the ExampleDaemon target")
+        throw TestFailure("\(executable) not found near \(CommandLine.arguments[0]); build with --build-tests")
     }
 
     /// Starts the daemon with the test's environment minus the systemd variables, plus
@@ -139,9 +140,9 @@ final class DaemonProcess: Sendable {
     /// `listeningSocket`, the daemon is socket-activated as systemd would do it: the socket at
     /// descriptor 3, LISTEN_FDS=1, LISTEN_FDNAMES=`activationName`, LISTEN_PID the daemon's pid
     /// (set by a shell that then execs the daemon, keeping its pid).
-    init(environment: [String: String], arguments: [String] = [], listeningSocket: Int32? = nil,
-         activationName: String = "example-daemon") throws {
-        let daemon = try Self.executablePath()
+    init(executable: String = "example-daemon", environment: [String: String], arguments: [String] = [],
+         listeningSocket: Int32? = nil, activationName: String = "example-daemon") throws {
+        let daemon = try Self.executablePath(executable)
         let path = listeningSocket == nil ? daemon : "/bin/sh"
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {

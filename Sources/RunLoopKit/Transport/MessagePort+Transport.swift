@@ -7,7 +7,7 @@ import FoundationEssentials
 /// SOCK_SEQPACKET socket ends, proxies that write frames, and the owning side reading frames
 /// into the same queue local senders use.
 extension MessagePort {
-    /// The largest frame (header, component table and data) the transport carries.
+    /// The largest frame (header, component table and data) the transport carries. Any thread; free.
     public static let maximumFrameSize = PortFrame.maximumFrameSize
 
     /// Makes a send right for this port: one end of a new AF_UNIX SOCK_SEQPACKET socketpair,
