@@ -1,6 +1,10 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+/// Set (to anything) for builds that need only the core targets — the sanitizer runs of
+/// .ci/run: the gRPC bridge, its tests and gRPC, NIO HTTP/2 and NIOSSL are then left out.
+let coreOnly = Context.environment["RUNLOOPKIT_CORE_ONLY"] != nil
+
 let package = Package(
     name: "RunLoopKit",
     products: [
@@ -157,3 +161,58 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The gRPC bridge: its product, targets and packages, and the examples' `--grpc` flag.
+if !coreOnly {
+    package.products.append(.library(name: "RunLoopKitGRPC", targets: ["RunLoopKitGRPC"]))
+    package.products.append(.executable(name: "GRPCBridgeBenchmark", targets: ["GRPCBridgeBenchmark"]))
+    package.dependencies += [
+        .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ]
+    package.targets += [
+        .target(
+            name: "RunLoopKitGRPC",
+            dependencies: [
+                "RunLoopKit",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "X509", package: "swift-certificates"),
+            ]
+        ),
+        // The xhost benchmark: the bridge beside grpc-swift's own bidirectional echo.
+        .executableTarget(
+            name: "GRPCBridgeBenchmark",
+            dependencies: [
+                "RunLoopKit", "RunLoopKitGRPC", "CBenchmarkPeers",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+            ],
+            path: "Benchmarks/GRPCBridge"
+        ),
+        // The other process of the bridge tests: serves or calls a port over gRPC.
+        .executableTarget(
+            name: "GRPCPortPeer",
+            dependencies: ["RunLoopKit", "RunLoopKitGRPC"],
+            path: "Tests/GRPCPortPeer"
+        ),
+        .testTarget(
+            name: "RunLoopKitGRPCTests",
+            dependencies: [
+                "RunLoopKit", "RunLoopKitGRPC", "GRPCPortPeer",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+    ]
+    for target in package.targets where ["ExampleDaemon", "ExampleClient"].contains(target.name) {
+        target.dependencies.append("RunLoopKitGRPC")
+        target.swiftSettings = (target.swiftSettings ?? []) + [.define("RUNLOOPKIT_GRPC")]
+    }
+}
+

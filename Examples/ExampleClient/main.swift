@@ -2,11 +2,18 @@
 // and prints each reply, and exits non-zero on the first error.
 //
 //   example-client [--name NAME] [--count N] [--rounds R] [--quiet]
+//                  [--grpc HOST:PORT [--grpc-tls CERT KEY CA]]
+//
+// With --grpc it reaches the daemon's service port over the gRPC bridge (the daemon started
+// with --grpc) instead of by local name: plaintext on loopback, or mutual TLS.
 #if canImport(Glibc)
 import Glibc
 #endif
 import ExampleWire
 import RunLoopKit
+#if RUNLOOPKIT_GRPC
+import RunLoopKitGRPC
+#endif
 
 func fail(_ text: String) -> Never {
     var line = Array("example-client: \(text)\n".utf8)
@@ -14,12 +21,19 @@ func fail(_ text: String) -> Never {
     exit(1)
 }
 
-let usage = "usage: example-client [--name NAME] [--count N] [--rounds R] [--quiet]"
+let usage = "usage: example-client [--name NAME] [--count N] [--rounds R] [--quiet] [--grpc HOST:PORT [--grpc-tls CERT KEY CA]]"
 var name = Wire.defaultName, count: UInt64 = 10, rounds: UInt64 = 1_000, quiet = false
+var grpcAddress: String?, grpcTLS: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let flag = arguments.popFirst() {
     if flag == "--quiet" {
         quiet = true
+        continue
+    }
+    if flag == "--grpc-tls" {
+        grpcTLS = Array(arguments.prefix(3))
+        guard grpcTLS.count == 3 else { fail(usage) }
+        arguments.removeFirst(3)
         continue
     }
     guard let value = arguments.popFirst() else { fail(usage) }
@@ -27,12 +41,34 @@ while let flag = arguments.popFirst() {
     case ("--name", _): name = value
     case ("--count", let number?): count = number
     case ("--rounds", let number?): rounds = number
+    case ("--grpc", _): grpcAddress = value
     default: fail(usage)
     }
 }
 
 let service: MessagePort
-do { service = try MessagePort.connect(to: name) } catch { fail("cannot connect to '\(name)': \(error)") }
+if let grpcAddress {
+    #if RUNLOOPKIT_GRPC
+    guard let colon = grpcAddress.lastIndex(of: ":"), let port = Int(grpcAddress[grpcAddress.index(after: colon)...]) else {
+        fail(usage)
+    }
+    let host = String(grpcAddress[..<colon])
+    let security: BridgeSecurity = grpcTLS.isEmpty ? .plaintext()
+        : .mutualTLS(certificateChain: [.file(path: grpcTLS[0], format: .pem)], privateKey: .file(path: grpcTLS[1], format: .pem),
+                     trustRoots: [.file(path: grpcTLS[2], format: .pem)])
+    do {
+        let client = try PortBridgeClient(host: host, port: port, security: security)
+        Task { try await client.run() }
+        service = try await client.connect(to: name)
+    } catch {
+        fail("cannot connect to '\(name)' at \(grpcAddress): \(error)")
+    }
+    #else
+    fail("this build has no gRPC bridge (RUNLOOPKIT_CORE_ONLY was set)")
+    #endif
+} else {
+    do { service = try MessagePort.connect(to: name) } catch { fail("cannot connect to '\(name)': \(error)") }
+}
 var key: UInt64 = 0
 while key < count {
     key += 1

@@ -30,8 +30,13 @@ final class Daemon: Sendable {
     private let done: MessagePort
     private let workers: [Worker]
     private let state: Mutex<State>
+    /// Also serves the service port elsewhere once it is published (the gRPC bridge of
+    /// `--grpc`): called with the port and its name; returns how to stop.
+    private let alsoServe: (@Sendable (MessagePort, String) throws -> @Sendable () -> Void)?
 
-    init(configurationPath: String?) throws {
+    init(configurationPath: String?,
+         alsoServe: (@Sendable (MessagePort, String) throws -> @Sendable () -> Void)? = nil) throws {
+        self.alsoServe = alsoServe
         self.configurationPath = configurationPath
         state = Mutex(State(configuration: try Configuration.load(path: configurationPath)))
         service = try MessagePort(queueLimit: 1024)
@@ -57,6 +62,8 @@ final class Daemon: Sendable {
         // clients may already wait in its backlog; otherwise the port binds it now.
         try service.publish(as: configuration.name, access: configuration.access,
                             listeningSocket: SocketActivation.listeningSocket(named: configuration.name))
+        let stopServing = try alsoServe?(service, configuration.name)
+        defer { stopServing?() }
         scheduleStatus()
         notifier.ready(status: statusLine())   // the workers are up and the name is published
         say("ready")

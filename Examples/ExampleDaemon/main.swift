@@ -17,7 +17,33 @@ import RunLoopKit
 // pending for the signalfd instead of killing the process through some other thread.
 do {
     try SignalSource.blockInCurrentThread([SIGTERM, SIGHUP])
+    #if RUNLOOPKIT_GRPC
+    // [--grpc HOST:PORT [--grpc-tls CERT KEY CA]] [CONFIG]
+    var arguments = Array(CommandLine.arguments.dropFirst())
+    var grpc: GRPCOptions?
+    if arguments.first == "--grpc" {
+        guard arguments.count >= 2, let options = GRPCOptions(address: arguments[1]) else {
+            log("usage: example-daemon [--grpc HOST:PORT [--grpc-tls CERT KEY CA]] [CONFIG]")
+            exit(2)
+        }
+        grpc = options
+        arguments.removeFirst(2)
+        if arguments.first == "--grpc-tls", arguments.count >= 4 {
+            grpc?.tls = (arguments[1], arguments[2], arguments[3])
+            arguments.removeFirst(4)
+        }
+    }
+    var alsoServe: (@Sendable (MessagePort, String) throws -> @Sendable () -> Void)?
+    if let grpc {
+        alsoServe = { service, name in
+            let export = try GRPCExport(service, as: name, options: grpc)
+            return { export.stop() }
+        }
+    }
+    let daemon = try Daemon(configurationPath: arguments.first, alsoServe: alsoServe)
+    #else
     let daemon = try Daemon(configurationPath: CommandLine.arguments.dropFirst().first)
+    #endif
     exit(try daemon.run())
 } catch {
     log("start-up failed: \(error)")

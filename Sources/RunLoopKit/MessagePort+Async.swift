@@ -48,7 +48,7 @@ extension MessagePort {
     /// pauses makes senders block (or suspend) at the limit. Only for a local port: a proxy's
     /// messages are received in the process that owns the port. Any thread; a lock.
     public func messages() -> Messages {
-        precondition(remote == nil, """
+        precondition(!isProxy, """
             MessagePort.messages() called on a proxy (\(self)): a proxy only sends; its messages \
             are received by the process that owns the port
             """)
@@ -70,7 +70,7 @@ extension MessagePort {
     /// your own timeout. Any task; a lock and, once per burst, one eventfd write.
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil) async throws(PortError) {
-        if remote != nil {
+        if isProxy {
             try await sendRemoteSuspending(msgid: msgid, components: components, replyPort: replyPort)
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
@@ -146,7 +146,7 @@ extension MessagePort {
     /// The slow path of the async `send`: suspends until there is room, the port is invalidated
     /// or the task is cancelled.
     @inline(never)
-    private func enqueueSuspending(_ message: Message) async throws(PortError) {
+    func enqueueSuspending(_ message: Message) async throws(PortError) {
         var suspended = false
         while true {
             lock.lock()

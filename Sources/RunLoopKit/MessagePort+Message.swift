@@ -22,6 +22,9 @@ extension MessagePort {
         /// The process that sent the frame, as the kernel reported it; nil for a message sent in
         /// this process (read through `sender`).
         var kernelSender: MessagePort.Sender?
+        /// Who sent it when a bridge to another transport delivered it (RunLoopKitGRPC's verified
+        /// remote peer); nil otherwise. A bridge's own type, read through the bridge's accessor.
+        package var origin: (any AnyObject & Sendable)?
 
         /// A message with `msgid`, `components` and an optional reply port. Any thread.
         public init(msgid: UInt32, components: [Component] = [], replyPort: MessagePort? = nil) {

@@ -91,6 +91,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public let queueLimit: Int
     /// A proxy's send right (one end of a socketpair whose other end another process reads).
     let remote: SeqPacketSocket?
+    /// A proxy's way to a port elsewhere when it is not a send right (PortConduit.swift).
+    let conduit: (any PortConduit)?
     let token = Source1Token.next()
     let lock = ConditionLock()
     let state = State()
@@ -119,13 +121,20 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
         self.queueLimit = queueLimit
         remote = nil
+        conduit = nil
         proxyCounters = nil
     }
 
     /// A proxy sending through `socket`.
-    init(proxyFor socket: SeqPacketSocket) {
+    convenience init(proxyFor socket: SeqPacketSocket) {
+        self.init(proxyFor: socket, conduit: nil)
+    }
+
+    /// A proxy sending through `socket` or `conduit`.
+    init(proxyFor socket: SeqPacketSocket?, conduit: (any PortConduit)?) {
         queueLimit = 1
         remote = socket
+        self.conduit = conduit
         proxyCounters = ProxyCounters()
     }
 
@@ -201,7 +210,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
-        if remote != nil {
+        if isProxy {
             try sendRemote(msgid: msgid, components: components, replyPort: replyPort, deadline: { deadline })
         } else if lockIfRoom() {
             appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
@@ -216,7 +225,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                      timeout: Duration) throws(PortError) {
         // The clock is read only when the send must wait: on the fast path it would cost more
         // than the rest of it.
-        if remote != nil {
+        if isProxy {
             try sendRemote(msgid: msgid, components: components, replyPort: replyPort,
                            deadline: { ThreadRunLoop.deadline(after: timeout) })
         } else if lockIfRoom() {
@@ -242,7 +251,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// The slow path: sleeps until there is room, the deadline passes or the port is invalidated.
     /// The deadline is computed here, so the fast path never touches the clock or its types.
     @inline(never)
-    private func enqueueWaiting(_ message: consuming Message, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+    func enqueueWaiting(_ message: consuming Message, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         let deadline = deadline()
         var waited = false
         lock.lock()
@@ -320,6 +329,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         consumer?.resume(returning: nil)
         for sender in senders { sender.continuation.resume(returning: .invalidated) }
         loop?.removeEverywhere(self)
+        conduit?.proxyInvalidated()
         didInvalidate()
         handler?(self)
     }
@@ -344,6 +354,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         let (queued, receiving) = lock.withLock { (queue.count, state.hasReceiver) }
         if let remote {
             return "MessagePort(#\(token), proxy via \(remote.descriptor), \(isValid ? "valid" : "invalid"))"
+        }
+        if conduit != nil {
+            return "MessagePort(#\(token), remote proxy, \(isValid ? "valid" : "invalid"))"
         }
         return "MessagePort(#\(token), queued: \(queued)/\(queueLimit), receiver: \(receiving ? "set" : "none"), \(isValid ? "valid" : "invalid"))"
     }

@@ -33,6 +33,10 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case replyTimedOut
     /// A named-port handshake broke Protocols/named-ports.md (the owner dropped the connection).
     case handshakeFailed(HandshakeError)
+    /// A port component (or reply port) that this destination's transport cannot carry: a
+    /// port on another host takes Data components and reply ports only, and a remote proxy
+    /// cannot be handed to another process as a send right.
+    case notTransferable
 
     /// What went wrong, in words, for logs. Any thread; allocates the string.
     public var description: String {
@@ -50,6 +54,7 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .accessDenied: "the port's access policy refuses this process"
         case .replyTimedOut: "no reply arrived within the request's timeout"
         case .handshakeFailed(let reason): "named-port handshake failed: \(reason.rawValue)"
+        case .notTransferable: "a port in this message cannot travel over the destination's transport"
         }
     }
 }

@@ -21,6 +21,7 @@ extension MessagePort {
         if let remote {
             do { return try remote.duplicate(inheritable: inheritable).rawValue } catch { throw Self.portError(error) }
         }
+        guard conduit == nil else { throw .notTransferable }
         return try makeConnection(inheritable: inheritable).descriptor.rawValue
     }
 
@@ -62,6 +63,7 @@ extension MessagePort {
     func transferableDescriptor() throws(PortError) -> Int32 {
         guard isValid else { throw .invalidPort }
         if let remote { return remote.descriptor.rawValue }
+        guard conduit == nil else { throw .notTransferable }
         if let shared = lock.withLock({ state.sharedSendRight }) { return shared.descriptor.rawValue }
         let made = try makeConnection(inheritable: false)
         let winner: SeqPacketSocket = lock.withLock {
@@ -89,7 +91,7 @@ extension MessagePort {
 
     /// True for a proxy (a send right to a port owned elsewhere), false for a local port.
     /// Any thread; free.
-    public var isProxy: Bool { remote != nil }
+    public var isProxy: Bool { proxyCounters != nil }
 
     /// Open connections of a local port: receive ends of send rights whose senders have not
     /// all closed (a connection counts until its descriptor is closed). Any thread; a lock.
@@ -110,6 +112,11 @@ extension MessagePort {
     /// own suspension instead, once per send).
     func sendRemote(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?,
                     countsBlocked: Bool = true, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+        if let conduit {
+            try sendThroughConduit(conduit, Message(msgid: msgid, components: components, replyPort: replyPort),
+                                   deadline: deadline)
+            return
+        }
         guard let remote, isValid else { throw .invalidPort }
         // The usual message, one DATA component and no port, takes one pass over one
         // component and gathers no descriptors.

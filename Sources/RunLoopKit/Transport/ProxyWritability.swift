@@ -72,6 +72,10 @@ extension MessagePort {
     /// The async `send` through a proxy: writes at once when the peer's buffer has room, else
     /// suspends on the `AsyncHost` loop until it has, and tries again.
     func sendRemoteSuspending(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?) async throws(PortError) {
+        if let conduit {
+            try await sendThroughConduit(conduit, Message(msgid: msgid, components: components, replyPort: replyPort))
+            return
+        }
         var suspended = false
         while true {
             do {

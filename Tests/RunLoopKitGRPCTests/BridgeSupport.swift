@@ -1,0 +1,195 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
+import RunLoopKit
+import RunLoopKitGRPC
+import Synchronization
+
+// Shared by the bridge tests. Deadlines of seconds are hang guards only.
+
+/// A plaintext loopback server exporting `port` as `name`, running until `stop()`.
+final class LoopbackServer: Sendable {
+    let server: PortBridgeServer
+    let task: Task<Void, any Error>
+    let port: Int
+
+    init(exporting local: MessagePort, as name: String, security: BridgeSecurity = .plaintext(),
+         access: RemoteAccess = .anyone) async throws {
+        server = try PortBridgeServer(host: "127.0.0.1", port: 0, security: security)
+        try server.exporter.export(local, as: name, access: access)
+        let server = server
+        task = Task { try await server.run() }
+        port = try await server.listeningPort
+    }
+
+    func stop() async {
+        server.shutDown()
+        task.cancel()
+        _ = try? await task.value
+    }
+}
+
+/// A client of the bridge at 127.0.0.1:`port`, running until `stop()`.
+final class LoopbackClient: Sendable {
+    let client: PortBridgeClient
+    let task: Task<Void, any Error>
+
+    init(port: Int, security: BridgeSecurity = .plaintext(), queueLimit: Int = 64) throws {
+        client = try PortBridgeClient(host: "127.0.0.1", port: port, security: security, defaultQueueLimit: queueLimit)
+        let client = client
+        task = Task { try await client.run() }
+    }
+
+    func stop() async {
+        client.shutDown()
+        task.cancel()
+        _ = try? await task.value
+    }
+}
+
+/// A local port on a resident thread of its own, collecting what it receives.
+final class Receiver: Sendable {
+    let thread: ResidentThread
+    let port: MessagePort
+    private let received = MessageLog()
+
+    init(name: String, queueLimit: Int = 1024, reply: Bool = true) throws {
+        thread = ResidentThread(name: name)
+        port = try MessagePort(queueLimit: queueLimit)
+        port.setHandler { [received] message in
+            received.messages.withLock { $0.append(message) }
+            if reply {
+                try? message.replyPort?.send(msgid: message.msgid + 1, components: message.components, timeout: .seconds(10))
+            }
+        }
+        thread.runLoop.add(port, forMode: .default)
+    }
+
+    var messages: [MessagePort.Message] { received.messages.withLock { $0 } }
+
+    deinit {
+        port.invalidate()
+        thread.stop()
+    }
+}
+
+final class MessageLog: Sendable {
+    let messages = Mutex<[MessagePort.Message]>([])
+}
+
+/// Runs `body` on a resident thread of its own (for the synchronous, loop-running calls) and
+/// returns its result.
+func onThread<T: Sendable>(_ name: String, _ body: @escaping @Sendable () -> T) async -> T {
+    let thread = ResidentThread(name: name)
+    defer { thread.stop() }
+    return await withCheckedContinuation { continuation in
+        do {
+            try thread.perform { continuation.resume(returning: body()) }
+        } catch {
+            preconditionFailure("a new resident thread is finished")
+        }
+    }
+}
+
+func bytes(_ text: String) -> Data { Data(text.utf8) }
+
+/// The synchronous `sendRequest`, on a resident thread of its own whose loop it runs.
+func requestOnThread(_ proxy: MessagePort, msgid: UInt32, components: [MessagePort.Message.Component] = [],
+                     timeout: Duration) async -> Result<MessagePort.Message, PortError> {
+    await onThread("requester") {
+        do throws(PortError) {
+            return .success(try proxy.sendRequest(msgid: msgid, components: components, timeout: timeout,
+                                                  replyMode: "bridge-test.reply"))
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+/// Open descriptors of this process, counted from /proc/self/fd.
+func openDescriptorCount() -> Int {
+    guard let directory = opendir("/proc/self/fd") else { return -1 }
+    defer { closedir(directory) }
+    var count = 0
+    while readdir(directory) != nil { count += 1 }
+    return count
+}
+
+// MARK: - Child processes
+
+/// The folder holding GRPCPortPeer: the nearest ancestor of the test executable that does.
+let productsFolder: String = {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    precondition(count > 0, "readlink /proc/self/exe failed")
+    var folder = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    while folder != "/" && !folder.isEmpty {
+        folder = String(folder[..<(folder.lastIndex(of: "/") ?? folder.startIndex)])
+        if access(folder + "/GRPCPortPeer", X_OK) == 0 { return folder }
+    }
+    preconditionFailure("GRPCPortPeer not found above the test executable; build with --build-tests")
+}()
+
+/// A GRPCPortPeer child: its stdin and stdout are pipes; killed and reaped on deinit.
+final class PeerProcess: @unchecked Sendable {
+    let pid: pid_t
+    let input: Int32
+    let output: Int32
+    let listeningPort: Int
+
+    init(name: String, mode: String) throws {
+        var stdinPipe: [Int32] = [0, 0]
+        var stdoutPipe: [Int32] = [0, 0]
+        // pipe2 is not imported; the ends are made close-on-exec at once (dup2 in the child
+        // clears it on the copies the child gets).
+        guard pipe(&stdinPipe) == 0, pipe(&stdoutPipe) == 0 else { throw PeerError("pipe") }
+        for descriptor in stdinPipe + stdoutPipe { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
+        let executable = productsFolder + "/GRPCPortPeer"
+        let argv: [UnsafeMutablePointer<CChar>?] = [executable, name, mode].map { (argument: String) in strdup(argument) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        close(stdinPipe[0])
+        close(stdoutPipe[1])
+        guard result == 0 else { throw PeerError("posix_spawn: \(result)") }
+        self.pid = pid
+        input = stdinPipe[1]
+        output = stdoutPipe[0]
+        // "listening PORT\n": read blocks until the child has written it (or died: EOF).
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(output, &byte, 1) == 1 && byte != UInt8(ascii: "\n") { line.append(byte) }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("listening "), let port = Int(text.dropFirst(10)) else {
+            Glibc.kill(pid, SIGKILL)
+            throw PeerError("GRPCPortPeer did not start: '\(text)'")
+        }
+        listeningPort = port
+    }
+
+    func kill() { Glibc.kill(pid, SIGKILL) }
+
+    func resume() {
+        var newline = UInt8(ascii: "\n")
+        _ = write(input, &newline, 1)
+    }
+
+    deinit {
+        Glibc.kill(pid, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+        close(input)
+        close(output)
+    }
+}
+
+struct PeerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
