@@ -66,7 +66,7 @@ final class FrameReceiveTarget: Sendable {
         do { verdict = .success(try PortFrame.decode(Array(input.record), descriptorCount: descriptors.count)) } catch {
             verdict = .failure(error)
         }
-        if sendError != 0 || input.record.isEmpty {
+        if sendError != 0 || (input.record.isEmpty && descriptors.isEmpty) {
             // The kernel refused the record (EPERM for a claim it does not allow), or it was
             // the empty record that means end of stream: nothing may arrive.
             guard messages.isEmpty, errors.isEmpty else {
