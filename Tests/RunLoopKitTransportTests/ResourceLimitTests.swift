@@ -12,15 +12,17 @@ import Testing
 
 @Suite("Resource limits", .timeLimit(.minutes(2)))
 struct ResourceLimitTests {
-    @Test("RLIMIT_NOFILE at 64: ports, send rights, named connections and publishing throw .resourceExhausted(EMFILE); existing rights keep delivering; all works again once descriptors are back")
+    @Test("RLIMIT_NOFILE at 64: send rights, named connections and publishing (and a port needing a descriptor) throw .resourceExhausted(EMFILE); existing rights keep delivering; all works again once descriptors are back")
     func descriptorLimit() throws {
         let child = try ChildProcess(portPeer, ["rlimit", uniqueName("rlimit")])
         let exit = child.finish(timeout: .seconds(60))
         #expect(exit == .exited(0), "PortPeer rlimit: \(exit.map(\.description) ?? "timed out")\n\(child.output)")
         let output = child.output
-        for refused in ["MessagePort()", "makeSendRight()", "connect(to:)", "publish(as:)"] {
+        for refused in ["makeSendRight()", "connect(to:)", "publish(as:)"] {
             #expect(output.contains("\(refused) threw resource exhausted"), "\(output)")
         }
+        #expect(output.contains("MessagePort() threw resource exhausted") || output.contains("MessagePort() made a port without a descriptor"),
+                "\(output)")
         #expect(output.contains("rlimit ok"), "\(output)")
     }
 
