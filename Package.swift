@@ -134,6 +134,18 @@ let package = Package(
             name: "RunLoopKitTransportTests",
             dependencies: ["RunLoopKit", "PortPeer", "PortPeerC"]
         ),
+        // libFuzzer targets (Fuzz/README.md). `.ci/fuzz` builds them with
+        // `-sanitize=fuzzer,address -DRUNLOOPKIT_FUZZING`; in any other build each is a program
+        // that runs its property checks once over the inputs it is given (a corpus, a crash).
+        .target(name: "CFuzzSupport", path: "Fuzz/CFuzzSupport"),
+        .target(name: "FuzzSupport", dependencies: ["RunLoopKit", "CFuzzSupport"], path: "Fuzz/FuzzSupport"),
+        .executableTarget(name: "FuzzFrameDecoder", dependencies: ["RunLoopKit", "FuzzSupport"],
+                          path: "Fuzz/FuzzFrameDecoder"),
+        .executableTarget(name: "FuzzFrameReceive", dependencies: ["RunLoopKit", "FuzzSupport", "CFuzzSupport"],
+                          path: "Fuzz/FuzzFrameReceive"),
+        .executableTarget(name: "FuzzHandshake", dependencies: ["RunLoopKit", "FuzzSupport", "CFuzzSupport"],
+                          path: "Fuzz/FuzzHandshake"),
+
         .testTarget(
             name: "RunLoopKitSystemdTests",
             dependencies: ["RunLoopKit", "RunLoopKitSystemd", "ExampleDaemon", "ExampleClient",

@@ -103,6 +103,7 @@ def main():
 
     # ---- invalid: one per reason decode can produce ----
     V("err-truncated-header-empty", "No bytes at all.").write(0, "error truncatedHeader")
+    V("err-truncated-header-empty-with-descriptors", "No bytes, but 3 descriptors: not the end of stream (section 5), and F2 comes before F10.").write(3, "error truncatedHeader")
     V("err-truncated-header-15", "The first 15 bytes of a valid empty message.").raw(b"RLKM\x01\x00\x00\x00" + b"\x00" * 7).write(0, "error truncatedHeader")
     V("err-bad-magic", "Magic \"RLKN\".").header(magic=b"RLKN").write(0, "error badMagic")
     V("err-bad-magic-byte-order", "Magic written as a big-endian u32 read back little-endian: \"MKLR\".").header(magic=b"MKLR").write(0, "error badMagic")

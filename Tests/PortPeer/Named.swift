@@ -202,9 +202,12 @@ func runMode() -> Never {
     case "relay-name": relayName()
     case "send-right": sendThroughRight()
     case "exec": execProgram()
+    case "rlimit": resourceLimits()
+    case "rlimit-thread": residentThreadWithoutDescriptors()
+    case "sink": sink()
     default:
         fail("usage: PortPeer client | forward | third | own | stream | exhaust | as | serve-name | request-name "
-             + "| connect-name | publish-name | relay-name | send-right (see the sources)")
+             + "| connect-name | publish-name | relay-name | send-right | rlimit | rlimit-thread | sink (see the sources)")
     }
     exit(0)
 }

@@ -9,7 +9,9 @@
 ///     6  1  name length n (HELLO: 1–100; the answers: 0)
 ///     7  1  reserved, zero
 ///     8  n  the name (HELLO only)
-enum Handshake: Equatable, Sendable {
+///
+/// Package-visible for the fuzz targets under Fuzz/.
+package enum Handshake: Equatable, Sendable {
     case hello(name: [UInt8])
     case welcome
     case denied
@@ -30,7 +32,7 @@ enum Handshake: Equatable, Sendable {
         }
     }
 
-    func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var name: [UInt8] = []
         if case .hello(let bytes) = self { name = bytes }
         return Self.magic + [Self.version, kind, UInt8(truncatingIfNeeded: name.count), 0] + name
@@ -38,13 +40,13 @@ enum Handshake: Equatable, Sendable {
 
     /// Which records a side accepts: the owner reads only HELLO, the connecting side only the
     /// three answers.
-    enum Expected {
+    package enum Expected {
         case hello, answer
     }
 
     /// Validates a record in the order of named-ports.md §4.3; the first failing check names
     /// the reason.
-    static func decode(_ bytes: [UInt8], expecting expected: Expected) throws(HandshakeError) -> Handshake {
+    package static func decode(_ bytes: [UInt8], expecting expected: Expected) throws(HandshakeError) -> Handshake {
         guard bytes.count >= headerSize else { throw .truncated }
         guard bytes[0..<4].elementsEqual(magic) else { throw .badMagic }
         guard bytes[4] == version else { throw .unsupportedVersion }

@@ -17,15 +17,16 @@ import FoundationEssentials
 ///
 /// `PortFrame` is the frame as a value (the test vectors' view); the transport writes and
 /// reads frames in place through `FrameWriter` and `FrameReader`, which this type uses too.
-struct PortFrame: Equatable, Sendable {
-    enum Component: Equatable, Sendable {
+/// Package-visible for the fuzz targets under Fuzz/.
+package struct PortFrame: Equatable, Sendable {
+    package enum Component: Equatable, Sendable {
         case data([UInt8])
         case port
     }
 
-    var msgid: UInt32
-    var components: [Component]
-    var hasReplyPort: Bool
+    package var msgid: UInt32
+    package var components: [Component]
+    package var hasReplyPort: Bool
 
     /// "RLKM" (52 4C 4B 4D) read as a little-endian word, so checking it is one comparison.
     static let magic: UInt32 = 0x4D4B_4C52
@@ -47,7 +48,7 @@ struct PortFrame: Equatable, Sendable {
 
     /// The frame's bytes. Throws `.messageTooLarge` beyond `maximumFrameSize` or
     /// `maximumComponents`.
-    func encode() throws(PortError) -> [UInt8] {
+    package func encode() throws(PortError) -> [UInt8] {
         let size = try FrameWriter.size(of: components)
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
             FrameWriter.write(msgid: msgid, hasReplyPort: hasReplyPort, components: components,
@@ -58,7 +59,7 @@ struct PortFrame: Equatable, Sendable {
 
     /// Parses and validates a frame received with `descriptorCount` descriptors, in the
     /// order of checks the specification gives (§5).
-    static func decode(_ bytes: some Collection<UInt8>, descriptorCount: Int) throws(FrameError) -> PortFrame {
+    package static func decode(_ bytes: some Collection<UInt8>, descriptorCount: Int) throws(FrameError) -> PortFrame {
         // Contiguous input (an array, the receive buffer) is read in place; anything else copied once.
         let result = bytes.withContiguousStorageIfAvailable {
             decode(UnsafeRawBufferPointer($0), descriptorCount: descriptorCount)
