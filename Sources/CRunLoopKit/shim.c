@@ -13,16 +13,18 @@
 
 static int has_pwait2 = 1;
 
+/// `timeout_ns` as a relative timespec in `ts`; NULL (no limit) when it is negative.
+static struct timespec *relative_timeout(int64_t timeout_ns, struct timespec *ts) {
+    if (timeout_ns < 0) return NULL;
+    ts->tv_sec = timeout_ns / 1000000000;
+    ts->tv_nsec = timeout_ns % 1000000000;
+    return ts;
+}
+
 int crlk_epoll_wait_ns(int epfd, struct epoll_event *events, int maxevents, int64_t timeout_ns) {
     if (__atomic_load_n(&has_pwait2, __ATOMIC_RELAXED)) {
         struct timespec ts;
-        struct timespec *tsp = NULL;
-        if (timeout_ns >= 0) {
-            ts.tv_sec = timeout_ns / 1000000000;
-            ts.tv_nsec = timeout_ns % 1000000000;
-            tsp = &ts;
-        }
-        int n = (int)syscall(SYS_epoll_pwait2, epfd, events, maxevents, tsp, NULL, 0);
+        int n = (int)syscall(SYS_epoll_pwait2, epfd, events, maxevents, relative_timeout(timeout_ns, &ts), NULL, 0);
         if (n >= 0 || errno != ENOSYS) {
             return n;
         }
@@ -173,13 +175,7 @@ int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags)
 
 int crlk_futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns) {
     struct timespec ts;
-    struct timespec *tsp = NULL;
-    if (timeout_ns >= 0) {
-        ts.tv_sec = timeout_ns / 1000000000;
-        ts.tv_nsec = timeout_ns % 1000000000;
-        tsp = &ts;
-    }
-    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, tsp, NULL, 0);
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, relative_timeout(timeout_ns, &ts), NULL, 0);
 }
 
 void crlk_futex_post(uint32_t *word, uint32_t value) {
