@@ -442,8 +442,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         Self.resume(senders)
 
         var delivered = 0
-        while let message = batch.popFirst() {
-            guard membership.isValid else { break }
+        // Validity is checked before a message is taken: one taken and then dropped for an
+        // invalidation would be neither delivered nor counted as discarded.
+        while membership.isValid, let message = batch.popFirst() {
             receiver.deliver(message)
             delivered += 1
         }

@@ -205,6 +205,8 @@ func runMode() -> Never {
     case "rlimit": resourceLimits()
     case "rlimit-thread": residentThreadWithoutDescriptors()
     case "sink": sink()
+    case "soak": soak()
+    case "soak-stream", "soak-stream-name": soakStream()
     default:
         fail("usage: PortPeer client | forward | third | own | stream | exhaust | as | serve-name | request-name "
              + "| connect-name | publish-name | relay-name | send-right | rlimit | rlimit-thread | sink (see the sources)")

@@ -48,6 +48,26 @@ struct PortStatisticsTests {
         #expect(Int(statistics.discarded) == port.discardedCount)
     }
 
+    @Test("a port invalidated by its handler in the middle of a batch: every message is delivered or discarded, none lost")
+    func invalidatedMidBatchLosesNothing() throws {
+        let port = try MessagePort()
+        for n in 0..<10 { try port.send(msgid: UInt32(n), components: payload(n), timeout: .seconds(5)) }
+        let handled = Counter()
+        port.setHandler { message in
+            handled.increment()
+            if message.msgid == 2 { port.invalidate() }
+        }
+        let thread = ResidentThread(name: uniqueThreadName("stats-batch"))
+        defer { thread.stop() }
+        thread.runLoop.add(port, forMode: .default)
+        #expect(waitUntil { !port.isValid && port.statistics.delivered + port.statistics.discarded == 10 })
+        let statistics = port.statistics
+        #expect(statistics.delivered == 3)
+        #expect(statistics.discarded == 7)
+        #expect(handled.current == 3)
+        #expect(port.discardedCount == 7)
+    }
+
     @Test("sendersBlocked counts each send that waited for room once, synchronous and async")
     func sendersBlocked() async throws {
         let port = try MessagePort(queueLimit: 1)
