@@ -20,49 +20,47 @@
 public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomStringConvertible {
     /// The loop whose thread runs this executor's jobs. Any thread; free.
     public unowned let runLoop: ThreadRunLoop
-    /// The task-executor role, a separate object so that the loop can tell the jobs apart: an
+    /// The serial-executor role, a separate object so that the loop can tell the jobs apart: an
     /// actor's job runs isolated to the loop, a task's nonisolated job must not (run isolated, it
-    /// would hop off and be enqueued a second time).
-    private let taskRole: TaskRole
+    /// would hop off and be enqueued a second time). The task-executor role is this object
+    /// itself, because `Task(executorPreference:)` retains the executor it is given and later
+    /// releases the object its `asUnownedTaskExecutor()` names: the two must be the same.
+    private let actorRole: ActorRole
 
     init(runLoop: ThreadRunLoop) {
         self.runLoop = runLoop
-        taskRole = TaskRole(runLoop: runLoop)
+        actorRole = ActorRole(runLoop: runLoop)
     }
 
-    /// Queues `job` on the loop and wakes it. Called by the Swift runtime, from any thread; a
-    /// lock, a ring append (no allocation in the steady state) and at most one eventfd write.
+    /// Queues `job`, a task's that prefers this loop, and wakes the loop. Called by the Swift
+    /// runtime, from any thread; a lock, a ring append (no allocation in the steady state) and
+    /// at most one wake-up.
     public func enqueue(_ job: consuming ExecutorJob) {
-        runLoop.enqueue(UnownedJob(job), asTask: false)
+        runLoop.enqueue(UnownedJob(job), asTask: true)
     }
 
-    /// This executor as the runtime's unowned serial-executor reference. Any thread; free.
-    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-        UnownedSerialExecutor(ordinary: self)
-    }
-
-    /// This executor as the runtime's unowned task-executor reference (its task role). Any
+    /// This executor as the runtime's unowned serial-executor reference (its actor role). Any
     /// thread; free.
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: actorRole)
+    }
+
+    /// This executor as the runtime's unowned task-executor reference. Any thread; free.
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        UnownedTaskExecutor(ordinary: taskRole)
+        UnownedTaskExecutor(ordinary: self)
     }
 
     /// Fails with a message naming the loop's thread unless called on it (used by the runtime
     /// for `assumeIsolated` and `preconditionIsolated` when `isIsolatingCurrentContext()` cannot
     /// tell). Any thread; one gettid(2).
     public func checkIsolated() {
-        let caller = ThreadID.current
-        guard caller != runLoop.owner else { return }
-        preconditionFailure("""
-            Incorrect actor executor assumption: expected to run on the run loop of \(runLoop.threadLabel) \
-            (its LoopExecutor), but running on \(caller)
-            """)
+        actorRole.checkIsolated()
     }
 
     /// True on the loop's thread, where every job of this executor runs; nil elsewhere, so that
     /// the runtime asks `checkIsolated()`, whose failure names the loop's thread. Any thread; one gettid(2).
     public func isIsolatingCurrentContext() -> Bool? {
-        ThreadID.current == runLoop.owner ? true : nil
+        actorRole.isIsolatingCurrentContext()
     }
 
     /// Runs an actor's job the loop took from its queue, isolated to the loop. Loop thread only.
@@ -75,8 +73,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
         job.runSynchronously(on: asUnownedTaskExecutor())
     }
 
-    /// The loop as the executor a task prefers (`withTaskExecutorPreference(loop.executor)`).
-    private final class TaskRole: TaskExecutor {
+    /// The loop as the executor of the actors pinned to it: the identity their
+    /// `unownedExecutor` names, which the runtime enqueues their jobs on and asks about isolation.
+    private final class ActorRole: SerialExecutor {
         unowned let runLoop: ThreadRunLoop
 
         init(runLoop: ThreadRunLoop) {
@@ -84,7 +83,20 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
         }
 
         func enqueue(_ job: consuming ExecutorJob) {
-            runLoop.enqueue(UnownedJob(job), asTask: true)
+            runLoop.enqueue(UnownedJob(job), asTask: false)
+        }
+
+        func checkIsolated() {
+            let caller = ThreadID.current
+            guard caller != runLoop.owner else { return }
+            preconditionFailure("""
+                Incorrect actor executor assumption: expected to run on the run loop of \(runLoop.threadLabel) \
+                (its LoopExecutor), but running on \(caller)
+                """)
+        }
+
+        func isIsolatingCurrentContext() -> Bool? {
+            ThreadID.current == runLoop.owner ? true : nil
         }
     }
 

@@ -32,6 +32,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// How the loop sleeps right now (`Sleep`), so that a waker rings the right bell, and
     /// only when the loop is asleep.
     private let sleeping = Atomic<UInt8>(Sleep.awake)
+    /// Set only across the blocking call itself, once the last look found nothing to do:
+    /// unlike `sleeping` (set before that look), it never shows a loop that is about to go
+    /// round for work already asked of it.
+    private let blockedInKernel = Atomic<Bool>(false)
     /// The bell of a loop asleep on nothing the kernel must watch.
     private let futex = Futex()
     /// Ports with messages for this loop (see `ReadyPorts`).
@@ -95,7 +99,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     public var currentMode: Mode? { state.withLock { $0.modeStack.last } }
 
     /// True while the loop's thread is blocked in the kernel waiting for work. Any thread; an atomic load.
-    public var isWaiting: Bool { sleeping.load(ordering: .acquiring) != Sleep.awake }
+    public var isWaiting: Bool { blockedInKernel.load(ordering: .acquiring) }
 
     /// The modes `.common` stands for; `.default` is one from the start. Any thread; takes a lock.
     public var commonModes: Set<Mode> { state.withLock { $0.commonModes } }
@@ -164,10 +168,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Any thread; free.
     public var executor: LoopExecutor { executorSlot.value }
 
-    /// Queues a job of the loop's executor (`asTask`: of its task-executor role): FIFO with
-    /// `perform` blocks, in any common mode. A loop whose thread has exited runs nothing again,
-    /// so a job for it is a programmer error, never a silently lost job. Any thread; a lock and
-    /// `wakeUp()`.
+    /// Queues a job of the loop's executor (`asTask`: a task's that prefers the loop, rather
+    /// than an actor's): FIFO with `perform` blocks, in any common mode. A loop whose thread has
+    /// exited runs nothing again, so a job for it is a programmer error, never a silently lost
+    /// job. Any thread; a lock and `wakeUp()`.
     func enqueue(_ job: UnownedJob, asTask: Bool) {
         state.withLock { state in
             precondition(!state.threadExited, """
@@ -532,11 +536,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 readyPorts.collect(for: items, of: self, into: scratch.ready)
                 if !scratch.ready.isEmpty { return }
             }
-            let woken = inEpoll
+            blockedInKernel.store(true, ordering: .releasing)
+            let returned = inEpoll
                 ? waitForSource1(modeState, items, timeoutNanoseconds: wakeAt?.remainingNanoseconds,
                                  consumeWakeUp: true, into: scratch)
                 : !futex.wait(timeoutNanoseconds: wakeAt?.remainingNanoseconds)
-                    || wakePending.exchange(false, ordering: .sequentiallyConsistent)
+            blockedInKernel.store(false, ordering: .releasing)
+            let woken = returned || (!inEpoll && wakePending.exchange(false, ordering: .sequentiallyConsistent))
             if woken || !scratch.ready.isEmpty {
                 LoopCounters.add(1, to: counters.wakeUps)
                 return

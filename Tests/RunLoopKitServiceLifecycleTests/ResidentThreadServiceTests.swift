@@ -33,13 +33,6 @@ private struct Releaser: Service {
     }
 }
 
-private final class Flag: Sendable {
-    private let value = Atomic<Bool>(false)
-    func set() { value.store(true, ordering: .sequentiallyConsistent) }
-    func clear() { value.store(false, ordering: .sequentiallyConsistent) }
-    var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
-}
-
 /// Checks `condition` every millisecond until it holds or `limit` (a hang guard) passes,
 /// without holding a thread of the cooperative pool.
 private func eventually(limit: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
@@ -129,17 +122,16 @@ struct ResidentThreadServiceTests {
         let port = try MessagePort()
         service.add(port)
         try fill(port, with: 3)
-        // The drain wakes the idle thread (to look at the queues on it): that wake-up, and only
-        // that, tells the test the drain has begun.
-        let woke = Flag()
-        service.runLoop.add(RunLoopObserver(activities: .afterWaiting) { _, _ in woke.set() }, forMode: .default)
-        #expect(await eventually { service.runLoop.isWaiting })
-        woke.clear()
+        // The drain hands the loop a block that checks the queues on its thread: that block
+        // (a handled source; nothing else runs on this idle loop) tells the test the drain has
+        // begun. (A wake-up would not: the loop may still be awake from adding the port.)
+        let handledBefore = service.runLoop.statistics.handledSources
 
         try await testGracefulShutdown { trigger in
             trigger.triggerGracefulShutdown()
             let run = Task { try await service.run() }
-            #expect(await eventually { woke.isSet }, "the drain never woke the service's thread")
+            #expect(await eventually { service.runLoop.statistics.handledSources > handledBefore },
+                    "the drain never ran its check on the service's thread")
             run.cancel()
             try await run.value
         }

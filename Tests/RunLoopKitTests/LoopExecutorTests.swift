@@ -176,6 +176,13 @@ struct LoopExecutorTests {
         #expect(tids == [loopTID, loopTID, loopTID])
     }
 
+    @Test("§3.21 Task(executorPreference: loop.executor), 20 times: each task runs on the loop's thread, and the executor and its loop are freed once the thread ends")
+    func executorPreferenceKeepsNoReference() async throws {
+        let freed = try await runPreferringTasks(count: 20)
+        #expect(await eventually { freed.executor == nil && freed.loop == nil },
+                "the loop or its executor outlived the thread: a reference was taken and not given back")
+    }
+
     @Test("§3.21 isIsolatingCurrentContext reports the loop's thread")
     func isolationReportsTheLoopThread() throws {
         let thread = ResidentThread(name: uniqueThreadName("ex-ctx"))
@@ -184,4 +191,28 @@ struct LoopExecutorTests {
         #expect(executor.isIsolatingCurrentContext() == nil)
         #expect(try onThread(thread) { executor.isIsolatingCurrentContext() } == true)
     }
+}
+
+/// Weak references to a loop and its executor, to see whether they were freed.
+final class FreedCheck: @unchecked Sendable {
+    weak var loop: ThreadRunLoop?
+    weak var executor: LoopExecutor?
+}
+
+/// Runs `count` tasks that prefer a fresh resident thread's executor, checks each ran on that
+/// thread, then stops the thread. In a function of its own, so that nothing of the thread
+/// outlives it (a debug build keeps locals alive to the end of their scope).
+private func runPreferringTasks(count: Int) async throws -> FreedCheck {
+    let check = FreedCheck()
+    let thread = ResidentThread(name: uniqueThreadName("ex-pref-free"))
+    check.loop = thread.runLoop
+    check.executor = thread.executor
+    let loopTID = try onThread(thread) { gettid() }
+    for _ in 0..<count {
+        let tid = await Task(executorPreference: thread.executor) { gettid() }.value
+        #expect(tid == loopTID)
+    }
+    thread.stop()
+    #expect(await eventually { thread.isFinished })
+    return check
 }
