@@ -299,13 +299,21 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     // MARK: - State
 
     /// Removes the port from its loop, fails blocked and future senders with `.invalidPort`,
-    /// discards queued messages (counted in `discardedCount`) and runs the invalidation
-    /// handler on the calling thread. Idempotent. Any thread.
+    /// discards queued messages (counted in `discardedCount`), runs the invalidation handler on
+    /// the calling thread, and lets go of the handler and delegate (as CFMessagePortInvalidate
+    /// releases its context), so a handler that captures its own port does not keep it alive.
+    /// Idempotent. Any thread.
     public func invalidate() {
         let (wasValid, loop) = membership.invalidate()
         guard wasValid else { return }
+        // The receiver is released after the lock: its captures' deinits may call into the port.
+        var receiver: Receiver?
         let (handler, consumer, senders) = lock.withLock {
             () -> ((@Sendable (MessagePort) -> Void)?, UnsafeContinuation<Message?, Never>?, [SuspendedSender]) in
+            receiver = state.receiver
+            state.handler = nil
+            state.delegate = nil
+            state.hasReceiver = false
             state.statistics.discarded &+= UInt64(queue.count)
             queue.removeAll()
             // The owner's receive ends are shut down rather than closed (another thread may
@@ -332,6 +340,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         conduit?.proxyInvalidated()
         didInvalidate()
         handler?(self)
+        withExtendedLifetime(receiver) {}
     }
 
     /// False once invalidated. Any thread; one atomic load.

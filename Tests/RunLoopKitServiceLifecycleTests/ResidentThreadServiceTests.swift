@@ -127,9 +127,13 @@ struct ResidentThreadServiceTests {
         // begun. (A wake-up would not: the loop may still be awake from adding the port.)
         let handledBefore = service.runLoop.statistics.handledSources
 
+        // run() gets a thread of its own: on the cooperative pool it would queue behind the
+        // whole suite's tests, which can take longer than the hang guard below.
+        let runner = ResidentThread(name: "svc-cut-runner")
+        defer { runner.stop() }
         try await testGracefulShutdown { trigger in
             trigger.triggerGracefulShutdown()
-            let run = Task { try await service.run() }
+            let run = Task(executorPreference: runner.executor) { try await service.run() }
             #expect(await eventually { service.runLoop.statistics.handledSources > handledBefore },
                     "the drain never ran its check on the service's thread")
             run.cancel()
@@ -157,8 +161,10 @@ struct ResidentThreadServiceTests {
         let port = try MessagePort()
         let thread = Ref<String>()
         let done = DispatchSemaphore(value: 0)
+        // The handler captures the loop, not the service, which holds the port.
+        let serviceLoop = service.runLoop
         port.setHandler { _ in
-            thread.set(ThreadRunLoop.current === service.runLoop ? "service" : "other")
+            thread.set(ThreadRunLoop.current === serviceLoop ? "service" : "other")
             done.signal()
         }
         service.add(port)

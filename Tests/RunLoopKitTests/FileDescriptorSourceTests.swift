@@ -15,12 +15,12 @@ struct FileDescriptorSourceTests {
         let seen = Recorder<(Bool, Bool, Bool)>()  // (readable, same source, on loop thread)
         let r = try #require(onLoopThread { loop -> RLResult in
             let me = pthread_self()
-            let ref = Ref<FileDescriptorSource>()
+            let ref = WeakRef<FileDescriptorSource>()
             let source = FileDescriptorSource(fileDescriptor: fd, events: .readable) { s, ev in
                 drainEventFD(fd)
-                seen.append((ev.contains(.readable), s === ref.value, isCurrentThread(me)))
+                seen.append((ev.contains(.readable), s === ref.object, isCurrentThread(me)))
             }
-            ref.value = source
+            ref.object = source
             loop.add(source, forMode: .default)
             writeEventFD(fd)
             let result = loop.run(mode: .default, for: longRun, returnAfterSourceHandled: true)

@@ -78,13 +78,13 @@ struct ObserverTests {
         let r = try #require(onLoopThread { loop -> ([String], Int, Bool) in
             let events = Recorder<String>()
             let otherMode = Counter()
-            let selfRef = Ref<RunLoopObserver>()
+            let selfRef = WeakRef<RunLoopObserver>()
             let sameObject = Flag()
             let observer = RunLoopObserver(activities: [.entry, .exit]) { o, a in
-                if o === selfRef.value { sameObject.set() }
+                if o === selfRef.object { sameObject.set() }
                 events.append(activityName(a))
             }
-            selfRef.value = observer
+            selfRef.object = observer
             loop.add(observer, forMode: .default)
             loop.add(RunLoopObserver(activities: .allActivities) { _, _ in otherMode.increment() }, forMode: "other")
             loop.add(RunLoopTimer(fireAt: .now + .milliseconds(20)) { _ in }, forMode: .default)

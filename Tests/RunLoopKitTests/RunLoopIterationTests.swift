@@ -190,12 +190,12 @@ struct RunLoopIterationTests {
             let mode: RLMode = "clear"
             let count = Counter()
             let seen = Recorder<Bool>()
-            let sourceRef = Ref<RunLoopSource>()
+            let sourceRef = WeakRef<RunLoopSource>()
             let source = RunLoopSource {
                 count.increment()
-                seen.append(sourceRef.value!.isSignalled)
+                seen.append(sourceRef.object!.isSignalled)
             }
-            sourceRef.value = source
+            sourceRef.object = source
             loop.add(source, forMode: mode)
             // Something to end the run after a few more passes.
             loop.add(RunLoopTimer(fireAt: .now + .milliseconds(200)) { _ in loop.stop() }, forMode: mode)
@@ -214,11 +214,11 @@ struct RunLoopIterationTests {
     func signalRaisedDuringPerformIsNotLost() throws {
         let r = try #require(onLoopThread { loop -> (Int, RLResult) in
             let count = Counter()
-            let sourceRef = Ref<RunLoopSource>()
+            let sourceRef = WeakRef<RunLoopSource>()
             let source = RunLoopSource {
-                if count.increment() == 1 { sourceRef.value!.signal() } else { loop.stop() }
+                if count.increment() == 1 { sourceRef.object!.signal() } else { loop.stop() }
             }
-            sourceRef.value = source
+            sourceRef.object = source
             loop.add(source, forMode: .default)
             source.signal()
             let result = loop.run(mode: .default, for: longRun, returnAfterSourceHandled: false)

@@ -134,7 +134,8 @@ struct SeedScenarioTests {
             let loop: Ref<ThreadRunLoop> = Ref()
             init() {}
             func install(on thread: pthread_t) {
-                let registered = self.registered, processed = self.processed
+                // The closures capture what they use, not self: self holds the source.
+                let registered = self.registered, processed = self.processed, commands = self.commands
                 let loopRef = self.loop
                 source.value = RunLoopSource(
                     schedule: { loop, mode in
@@ -143,7 +144,7 @@ struct SeedScenarioTests {
                     },
                     cancel: { _, mode in registered.append("cancel:\(mode.rawValue)") },
                     perform: {
-                        let batch = self.commands.withLock { c in let b = c; c.removeAll(); return b }
+                        let batch = commands.withLock { c in let b = c; c.removeAll(); return b }
                         for c in batch { processed.append((c, isCurrentThread(thread))) }
                     })
             }

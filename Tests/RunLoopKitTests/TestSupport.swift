@@ -21,8 +21,10 @@ typealias RLResult = ThreadRunLoop.RunResult
 /// Generous upper bound for a run that is expected to end for another reason
 /// (stop, handled source, finished). If it times out instead, the test fails.
 let longRun: Duration = .seconds(20)
-/// Deadline for waiting on a condition from the test thread.
-let waitLimit: Duration = .seconds(10)
+/// Hang guard for waiting on a condition: generous, because the suite runs every test at once
+/// on a two-thread cooperative pool, so the work a test waits for may queue behind the rest of
+/// the suite (tens of seconds under a sanitizer). A passing wait returns as soon as it holds.
+let waitLimit: Duration = .seconds(60)
 
 // MARK: - Locking
 
@@ -87,12 +89,16 @@ final class Ref<T: Sendable>: Sendable {
     func take() -> T? { storage.withLock { v in let r = v; v = nil; return r } }
 }
 
-/// Weak reference holder, for checking that an object was deallocated.
+/// Weak reference holder, for checking that an object was deallocated, or for a callback that
+/// must see the object it belongs to without keeping it alive (a strong `Ref` would be a cycle).
 final class WeakRef<T: AnyObject & Sendable>: Sendable {
     private struct Box: @unchecked Sendable { weak var object: T? }
     private let storage: PLocked<Box>
-    init(_ object: T?) { storage = PLocked(Box(object: object)) }
-    var object: T? { storage.withLock { $0.object } }
+    init(_ object: T? = nil) { storage = PLocked(Box(object: object)) }
+    var object: T? {
+        get { storage.withLock { $0.object } }
+        set { storage.withLock { $0.object = newValue } }
+    }
 }
 
 // MARK: - Waiting
