@@ -165,7 +165,10 @@ final class DaemonProcess: Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        // stderr too: a daemon must not hold the test runner's own output open (if the runner
+        // died, `swift test` would wait for that output to end for ever).
         posix_spawn_file_actions_adddup2(&actions, pair[1], STDOUT_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, pair[1], STDERR_FILENO)
         // Through a spare number, so that dup2 never maps a descriptor onto itself (which
         // would leave it close-on-exec).
         let spare = listeningSocket.map { fcntl($0, F_DUPFD_CLOEXEC, 10) } ?? -1

@@ -52,6 +52,12 @@ struct PortInvalidationAndDescriptionTests {
         #expect(throws: PortError.invalidPort) { try port.send(msgid: 9, timeout: .seconds(1)) }
     }
 
+    @Test("invalidate() lets go of the handler (as CFMessagePortInvalidate releases its context): a handler that captures its own port no longer keeps it alive")
+    func invalidationReleasesTheHandler() throws {
+        let freed = try invalidatePortWhoseHandlerCapturesIt()
+        #expect(freed.object == nil, "the port outlived its last reference: its handler still held it")
+    }
+
     @Test("an invalidation handler set on an already invalid port runs at once")
     func invalidationHandlerOnInvalidPortRunsAtOnce() throws {
         let port = try MessagePort()
@@ -90,4 +96,14 @@ struct PortInvalidationAndDescriptionTests {
         #expect(text.contains("RunLoopObserver(activities: [beforeWaiting], order: 3"))
         #expect(text.contains("queued: 0/16"))
     }
+}
+
+/// Makes a port whose handler captures it (a cycle until invalidation), invalidates it, and
+/// returns a weak reference to it. A function of its own, so that no local outlives it.
+private func invalidatePortWhoseHandlerCapturesIt() throws -> WeakRef<MessagePort> {
+    let port = try MessagePort()
+    port.setHandler { _ in _ = port.queuedCount }
+    let weak = WeakRef(port)
+    port.invalidate()
+    return weak
 }
