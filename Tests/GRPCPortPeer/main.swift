@@ -30,15 +30,18 @@ default: break
 }
 thread.runLoop.add(port, forMode: .default)
 
-// The test's line on stdin resumes receiving (a thread kept for the process's life: dropping
-// it would wait for the read).
+// The test's line on stdin resumes receiving (stall mode); the end of stdin ends the process:
+// the test holds stdin open while it needs the peer, so a test that ended or died never leaves
+// a peer behind. (A thread kept for the process's life: dropping it would wait for the read.)
 let reader = ResidentThread(name: "stdin")
-if mode == "stall" {
-    try reader.perform {
-        var byte: UInt8 = 0
+try reader.perform {
+    var byte: UInt8 = 0
+    if mode == "stall" {
         while read(STDIN_FILENO, &byte, 1) == 1 && byte != UInt8(ascii: "\n") {}
         port.setHandler(echo)
     }
+    while read(STDIN_FILENO, &byte, 1) == 1 {}
+    exit(0)
 }
 
 let server = try PortBridgeServer(host: "127.0.0.1", port: 0, security: .plaintext())
