@@ -25,6 +25,9 @@ final class ModeState {
     @exclusivity(unchecked) private var watches: [Int32: DescriptorWatch] = [:]
     /// How many of `watches` epoll refused (always ready).
     @exclusivity(unchecked) private var unpollableWatches = 0
+    /// Whether the mode is a common mode (modes never stop being one), so that matching a block
+    /// queued for the common modes costs no hash lookup. Guarded by the loop's state lock.
+    @exclusivity(unchecked) var isCommon = false
     /// When the mode's timers next need the loop. Loop thread only.
     @exclusivity(unchecked) var timerSchedule = TimerSchedule()
 
@@ -278,7 +281,7 @@ struct LoopState {
 
     /// Whether a run of the mode has anything to service (DESIGN §3.1).
     func modeIsAlive(_ modeState: ModeState) -> Bool {
-        modeState.items.keepsModeAlive || hasBlocks(for: modeState.mode)
+        modeState.items.keepsModeAlive || blocks.contains { $0.modes.contain(modeState.mode) { modeState.isCommon } }
     }
 
     /// The modes whose items include `item`.

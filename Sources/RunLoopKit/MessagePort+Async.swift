@@ -129,7 +129,7 @@ extension MessagePort {
     /// senders waiting for room, and the loop if frames wait to be read into that room.
     private func tookForConsumerLocked() {
         state.statistics.delivered &+= 1
-        let senders = didTakeLocked()
+        let room = didTakeLocked()
         refreshDeliverableLocked()
         var loop: ThreadRunLoop?
         if deliverable.load(ordering: .relaxed) && !state.loopNotified {
@@ -137,7 +137,7 @@ extension MessagePort {
             loop = state.receivingLoop
         }
         lock.unlock()
-        Self.resume(senders)
+        give(room)
         loop?.portBecameReady(self)
     }
 
@@ -190,13 +190,6 @@ extension MessagePort {
             case .cancelled: throw .cancelled
             }
         }
-    }
-
-    /// Resumes senders that were given room (outside the port's lock: resuming may enqueue a job
-    /// on a loop, whose lock is taken before a port's, never after).
-    @inline(__always)
-    static func resume(_ senders: [SuspendedSender]) {
-        for sender in senders { sender.continuation.resume(returning: .room) }
     }
 }
 

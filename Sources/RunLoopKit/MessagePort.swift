@@ -438,17 +438,17 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         if state.delivering || limit == 1 || queue.count == 1 {
             let message = (state.delivering ? batch.popFirst() : nil) ?? queue.popFirst()!
             state.statistics.delivered &+= 1
-            let senders = didTakeLocked()
+            let room = didTakeLocked()
             lock.unlock()
-            Self.resume(senders)
+            give(room)
             receiver.deliver(message)
             return 1
         }
         state.delivering = true
         for _ in 0..<min(limit, queue.count) { batch.append(queue.popFirst()!) }
-        let senders = didTakeLocked()
+        let room = didTakeLocked()
         lock.unlock()
-        Self.resume(senders)
+        give(room)
 
         var delivered = 0
         // Validity is checked before a message is taken: one taken and then dropped for an
@@ -474,26 +474,47 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         state.waitingConsumer = nil
         state.statistics.accepted(queued: 0)
         state.statistics.delivered &+= 1
-        let senders = didTakeLocked()
+        let room = didTakeLocked()
         lock.unlock()
         consumer.resume(returning: message)
-        Self.resume(senders)
+        give(room)
     }
 
-    /// After messages were taken from the queue (lock held): re-arm the loop notice once the queue
-    /// is drained, and wake senders waiting for room. Returns the suspended async senders the
-    /// room goes to, to be resumed once the lock is released: once the queue is down to half
-    /// its limit, one per free slot, so that a full queue wakes its async senders in batches
-    /// rather than one task per message taken.
-    func didTakeLocked() -> [SuspendedSender] {
+    /// After messages were taken from the queue (lock held): re-arms the loop notice once the
+    /// queue is drained, and says who the room goes to, for `give(_:)` once the lock is released:
+    /// the senders blocked in `send` and, once the queue is down to half its limit, one suspended
+    /// async sender per free slot (so a full queue wakes its async senders in batches rather
+    /// than one task per message taken).
+    func didTakeLocked() -> Room {
         if queue.isEmpty {
             state.loopNotified = false
             refreshDeliverableLocked()
         }
-        if state.waitingSenders > 0 { lock.broadcast() }
-        guard !state.suspendedSenders.isEmpty, queue.count <= queueLimit / 2 else { return [] }
+        let wakeBlocked = state.waitingSenders > 0
+        guard !state.suspendedSenders.isEmpty, queue.count <= queueLimit / 2 else {
+            return Room(wakeBlocked: wakeBlocked, suspended: [])
+        }
         let woken = min(queueLimit - queue.count, state.suspendedSenders.count)
         defer { state.suspendedSenders.removeFirst(woken) }
-        return Array(state.suspendedSenders.prefix(woken))
+        return Room(wakeBlocked: wakeBlocked, suspended: Array(state.suspendedSenders.prefix(woken)))
     }
+
+    /// Wakes the senders `room` names, with the port's lock released: a blocked sender woken
+    /// while the receiver still held the lock would only sleep again on the mutex (on one CPU, two
+    /// context switches per batch taken for nothing), and resuming a task may enqueue a job on a
+    /// loop, whose lock is taken before a port's, never after. A sender that starts waiting
+    /// after the lock was released saw the room itself.
+    @inline(__always)
+    func give(_ room: Room) {
+        if room.wakeBlocked { lock.broadcast() }
+        for sender in room.suspended { sender.continuation.resume(returning: .room) }
+    }
+}
+
+/// Who the room made by taking messages goes to (`MessagePort.didTakeLocked()`).
+struct Room {
+    /// Senders are blocked in the synchronous `send`.
+    let wakeBlocked: Bool
+    /// The suspended async senders given a slot each.
+    let suspended: [SuspendedSender]
 }

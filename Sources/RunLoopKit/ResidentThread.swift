@@ -45,7 +45,7 @@ public final class ResidentThread: Sendable, CustomStringConvertible {
     /// of `modes`. With `waitUntilDone`, the caller sleeps until the block has run; called on the
     /// thread itself, that runs it inline. Throws `.finished` when the thread was stopped (also
     /// when it stops before a waited-for block ran). Any thread.
-    public func perform(waitUntilDone: Bool = false, inModes modes: [ThreadRunLoop.Mode] = [.default],
+    public func perform(waitUntilDone: Bool = false, inModes modes: [ThreadRunLoop.Mode] = ThreadRunLoop.defaultModes,
                         _ block: @escaping @Sendable () -> Void) throws(ResidentThread.Failure) {
         guard waitUntilDone else {
             guard !core.isStopping else { throw .finished }

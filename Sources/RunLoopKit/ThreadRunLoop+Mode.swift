@@ -1,4 +1,9 @@
 extension ThreadRunLoop {
+    /// `[.default]`, the default of the `inModes` parameters: one shared array, so that a
+    /// `perform` that names no mode allocates none (an array literal in the default argument
+    /// would cost every call a malloc and a free on the way to the wake-up).
+    @usableFromInline static let defaultModes: [Mode] = [.default]
+
     /// The name of a run-loop mode: the set of sources, timers and observers a run services.
     ///
     /// A value type, usable from any thread. Creating one costs a String; comparing two is a

@@ -5,7 +5,7 @@ extension ThreadRunLoop {
     /// cancels the block (`cancelPreviousPerformRequests`). A delay beyond the clock's range
     /// (about 292 years) saturates there: never, in practice. Any thread; a timer and one wake-up.
     @discardableResult
-    public func perform(after delay: Duration, inModes modes: [Mode] = [.default],
+    public func perform(after delay: Duration, inModes modes: [Mode] = defaultModes,
                         _ block: @escaping @Sendable () -> Void) -> RunLoopTimer {
         let timer = RunLoopTimer(fireAt: LoopInstant.now.advanced(by: delay).instant) { _ in block() }
         for mode in modes { add(timer, forMode: mode) }

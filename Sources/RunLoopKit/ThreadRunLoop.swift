@@ -111,6 +111,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         let scheduled: [(any RunLoopItem)] = state.withLock { state in
             guard state.commonModes.insert(mode).inserted else { return [] }
             let modeState = state.modeState(for: mode, wakeDoorbell: wakeDoorbell)
+            modeState.isCommon = true
             // In service order, so that ties in the new mode keep the order they had in `.common`.
             state.commonItems.putInOrder()
             return state.commonItems.allItems.filter { modeState.insert($0) }
@@ -157,7 +158,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Queues `block` to run on the loop's thread, in FIFO order, the next time the loop runs
     /// one of `modes` (`.common`: any common mode), and wakes the loop. A block counts as a
     /// handled source. Any thread; a lock, an array append and `wakeUp()`.
-    public func perform(inModes modes: [Mode] = [.default], _ block: @escaping @Sendable () -> Void) {
+    public func perform(inModes modes: [Mode] = defaultModes, _ block: @escaping @Sendable () -> Void) {
         let pending = PendingBlock(modes: PendingBlock.Modes(modes), work: .block(block))
         state.withLock { $0.blocks.append(pending) }
         pendingBlockCount.add(1, ordering: .releasing)
@@ -296,7 +297,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
 
         notify(.beforeTimers, items)
         notify(.beforeSources, items)
-        var handled = runBlocks(of: modeState.mode, onlyOne: returnAfterSourceHandled, using: scratch)
+        var handled = runBlocks(of: modeState, onlyOne: returnAfterSourceHandled, using: scratch)
         if !(handled && returnAfterSourceHandled), items.hasSources,
            runSources0(items.sources, stopAfterFirst: returnAfterSourceHandled) {
             handled = true
@@ -334,7 +335,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // Blocks and jobs that arrived while the loop slept run in the pass they woke, not the
         // next one (CF's __CFRunLoopDoBlocks after handle_msg).
         if !(handled && returnAfterSourceHandled),
-           runBlocks(of: modeState.mode, onlyOne: returnAfterSourceHandled, using: scratch) {
+           runBlocks(of: modeState, onlyOne: returnAfterSourceHandled, using: scratch) {
             handled = true
         }
 
@@ -377,16 +378,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     }
 
     /// Runs the pending blocks and executor jobs of `mode` in FIFO order (one when `onlyOne`).
-    private func runBlocks(of mode: Mode, onlyOne: Bool, using scratch: PassScratch) -> Bool {
+    private func runBlocks(of modeState: ModeState, onlyOne: Bool, using scratch: PassScratch) -> Bool {
         guard pendingBlockCount.load(ordering: .acquiring) > 0 else { return false }
+        let mode = modeState.mode
         state.withLock { state in
-            // Hashing the mode is needed only for blocks queued for the common modes.
-            var modeIsCommon: Bool?
             func matches(_ block: PendingBlock) -> Bool {
-                block.modes.contain(mode) {
-                    if modeIsCommon == nil { modeIsCommon = state.commonModes.contains(mode) }
-                    return modeIsCommon!
-                }
+                block.modes.contain(mode) { modeState.isCommon }
             }
             if !onlyOne && !state.blocks.contains(where: { !matches($0) }) {
                 // The usual case: take them all by swapping buffers, which allocates nothing.
@@ -679,6 +676,7 @@ extension LoopState {
     mutating func modeState(for mode: ThreadRunLoop.Mode, wakeDoorbell: EventFD) -> ModeState {
         if let existing = modes[mode] { return existing }
         let created = ModeState(mode: mode, wakeDoorbell: wakeDoorbell)
+        created.isCommon = commonModes.contains(mode)
         modes[mode] = created
         return created
     }

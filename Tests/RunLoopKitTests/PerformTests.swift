@@ -113,6 +113,23 @@ struct PerformTests {
                       "second:\(RLMode.default.rawValue)", "default:handledSource"])
     }
 
+    @Test("§3.14 a block for .common runs in a mode that had items and was run before it was made common")
+    func performInCommonRunsInModeMadeCommonAfterUse() throws {
+        let r = try #require(onLoopThread { loop -> [String] in
+            let log = Recorder<String>()
+            let mode: RLMode = "usedFirst"
+            let keepAlive = keepAliveSource()
+            loop.add(keepAlive, forMode: mode)
+            loop.perform(inModes: [.common]) { log.append("ran:\(loop.currentMode!.rawValue)") }
+            log.append("before:\(loop.run(mode: mode, for: .milliseconds(1), returnAfterSourceHandled: true))")
+            loop.addCommonMode(mode)
+            log.append("after:\(loop.run(mode: mode, for: longRun, returnAfterSourceHandled: true))")
+            keepAlive.invalidate()
+            return log.values
+        })
+        #expect(r == ["before:timedOut", "ran:usedFirst", "after:handledSource"])
+    }
+
     @Test("§3.14 blocks from several threads keep each thread's order")
     func performFromSeveralThreadsKeepsPerThreadOrder() throws {
         let seen = Recorder<(Int, Int)>()
