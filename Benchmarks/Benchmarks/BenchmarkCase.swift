@@ -84,12 +84,28 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only, a reference: the C socketpair ping-pong with each side asleep in
     /// epoll_wait(2), as any event loop sleeps (see `bench_socketpair_epoll_xprocess`).
     case cSocketpairEpoll = "C socketpair + epoll"
+    /// Ping-pong only, a reference: two threads waking each other through a futex word
+    /// (FUTEX_WAIT_PRIVATE / FUTEX_WAKE_PRIVATE), the floor of RunLoopKit's sleep in a mode with
+    /// nothing the kernel must watch (see `bench_futex_pingpong`).
+    case cFutex = "C futex"
+    /// Ping-pong and idle, a reference: the same exchange with each thread asleep in epoll_wait(2)
+    /// on its edge-triggered, never-read doorbell eventfd and 100 idle eventfds, the floor of
+    /// RunLoopKit's sleep in the `idle` row's mode (see `bench_eventfd_epoll_pingpong`).
+    case cEventfdEpoll = "C eventfd + epoll"
+    /// Throughput only, a reference: the Swift Data ring carrying the components array
+    /// MessagePort's `send` takes (see `ComponentRingPeer`).
+    case componentRing = "Swift [Component] ring"
     /// Cross-process only: RunLoopKit over a published name (`publish(as:)` / `connect(to:)`)
     /// instead of an inherited send right — the `xnamed` row.
     case runLoopKitNamed = "RunLoopKit xnamed"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
-    var isReference: Bool { self == .swiftRing || self == .cSocketpairEpoll }
+    var isReference: Bool {
+        switch self {
+        case .swiftRing, .componentRing, .cSocketpairEpoll, .cFutex, .cEventfdEpoll: true
+        default: false
+        }
+    }
 }
 
 /// Where the scheduler may put the two threads.

@@ -236,7 +236,7 @@ enum Chart {
             case .nio: fill = "#009e73"
             case .foundation: fill = "#7b5aa6"
             case .defaultActor, .asyncStream: fill = "#56b4e9"
-            case .swiftRing, .cSocketpairEpoll:
+            case .swiftRing, .componentRing, .cSocketpairEpoll, .cFutex, .cEventfdEpoll:
                 fill = "#ffffff"
                 stroke = " stroke=\"#555\" stroke-dasharray=\"3 2\""
             }

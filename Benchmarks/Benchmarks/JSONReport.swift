@@ -9,8 +9,10 @@ import Foundation
 /// "regime", "point", "p50_us", "p99_us", "round_trips_per_s", "allocs_per_msg", "bytes_per_msg"}], "churn": [{"regime",
 /// "items", "threads", "ns_per_op"}], "bars": [{"bar", "met", "detail"}]}`. A scale point is
 /// a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs (`threads`).
-/// `Chart` reads this shape back (`--from-json`). `references` holds the rows of reference peers (the "Swift Data ring"), kept
-/// out of `results` so that `results` names only the peers the benchmark compares.
+/// `Chart` reads this shape back (`--from-json`). `references` holds the rows of reference peers
+/// (`Peer.isReference`: the Swift Data and [Component] rings, C futex, C eventfd + epoll,
+/// C socketpair + epoll), kept out of `results` so that `results` names only the peers the
+/// benchmark compares.
 /// A latency row has null msgs_per_s; a throughput row null percentiles. `ratio_to_c` is
 /// relative to the peer named by `baseline` (the workload's C baseline).
 enum JSONReport {

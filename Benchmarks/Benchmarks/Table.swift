@@ -46,6 +46,10 @@ enum Table {
             ×C: p50 ÷ C eventfd's p50 (latency; lower is better), msgs/s ÷ C ring + eventfd's \
             (throughput, fanin: its 4-sender variant, asyncstream; higher is better), same workload \
             and regime; for xprocess, p50 ÷ C socketpair's.
+            Reference rows (floors to read the others against, not peers; see Benchmarks/README.md): \
+            C futex and C eventfd + epoll (pingpong, idle: the kernel's floors under RunLoopKit's \
+            futex and epoll sleeps), Swift Data ring and Swift [Component] ring (throughput), \
+            C socketpair + epoll (xprocess).
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
             same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
             RSS Δ: growth over the stream after warm-up. \

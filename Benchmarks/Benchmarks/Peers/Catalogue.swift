@@ -5,7 +5,11 @@ import CBenchmarkPeers
 /// sd-event takes part in the ping-pong only: as a throughput queue it would be the C
 /// ring again with an epoll loop in front, and its wake-up is the eventfd's.
 /// The throughput workload also has the "Swift Data ring" reference (the C ring's algorithm
-/// in Swift, carrying `Data`): the floor under every Swift row.
+/// in Swift, carrying `Data`): the floor under every Swift row; and the "Swift [Component]
+/// ring" reference, the same ring carrying the components array MessagePort's `send` takes.
+/// The ping-pong has two C references, the kernel's floors under RunLoopKit's two sleeps:
+/// "C futex" (a mode with nothing the kernel must watch) and "C eventfd + epoll" (a mode with
+/// descriptors, as the `idle` row's; shown there too).
 /// The cross-process ping-pong has two peers: the kernel's SEQPACKET socketpair (its
 /// baseline) and MessagePort's socketpair transport; the other frameworks have no port
 /// that crosses a process boundary; "RunLoopKit xnamed" is the same exchange over a published
@@ -22,11 +26,11 @@ enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
         switch workload {
         case .pingpong:
-            [.cEventfd, .cSocketpair, .cSdEvent, .foundation, .dispatch, .nio, .runLoopKit]
+            [.cEventfd, .cSocketpair, .cSdEvent, .cFutex, .cEventfdEpoll, .foundation, .dispatch, .nio, .runLoopKit]
         case .idle:
-            [.cEventfd, .runLoopKit]
+            [.cEventfd, .cEventfdEpoll, .runLoopKit]
         case .throughput:
-            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .swiftRing]
+            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .swiftRing, .componentRing]
         case .fanin:
             [.cEventfd, .dispatch, .nio, .runLoopKit]
         case .perform:
@@ -64,6 +68,8 @@ enum Catalogue {
         case (.pingpong, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
         case (.pingpong, .cSocketpair): CPeers.latency(plan, bench_socketpair_pingpong)
         case (.pingpong, .cSdEvent): CPeers.latency(plan, bench_sdevent_pingpong)
+        case (.pingpong, .cFutex): CPeers.latency(plan, bench_futex_pingpong)
+        case (.pingpong, .cEventfdEpoll), (.idle, .cEventfdEpoll): CPeers.latency(plan, bench_eventfd_epoll_pingpong)
         case (.pingpong, .foundation): FoundationRunLoopPeer.pingPong(plan)
         case (.pingpong, .dispatch): DispatchPeer.pingPong(plan)
         case (.pingpong, .nio): NIOPeer.pingPong(plan)
@@ -96,6 +102,7 @@ enum Catalogue {
         case (.throughput, .nio): NIOPeer.throughput(plan)
         case (.throughput, .runLoopKit): RunLoopKitPeer.throughput(plan)
         case (.throughput, .swiftRing): SwiftRingPeer.throughput(plan)
+        case (.throughput, .componentRing): ComponentRingPeer.throughput(plan)
         case (.fanin, .cEventfd): CPeers.stream(plan, bench_ring_fanin)
         case (.fanin, .dispatch): DispatchPeer.fanIn(plan)
         case (.fanin, .nio): NIOPeer.fanIn(plan)

@@ -9,7 +9,8 @@ import RunLoopKit
 final class IdleItems: Sendable {
     static let ports = 1_000
     static let timers = 1_000
-    static let descriptorSources = 100
+    /// The C eventfd + epoll reference holds as many idle eventfds in each thread's epoll set.
+    static let descriptorSources = Int(BENCH_IDLE_DESCRIPTORS)
 
     private let portItems: [MessagePort]
     private let timerItems: [RunLoopTimer]

@@ -163,6 +163,20 @@ typedef struct bench_latency_result {
 /// payload is the eventfd counter value itself (sequence number + 1).
 void bench_eventfd_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
 
+/// The `idle` workload's idle descriptor sources per loop (IdleItems.descriptorSources), which
+/// the C eventfd + epoll reference holds in each thread's epoll set as well.
+enum { BENCH_IDLE_DESCRIPTORS = 100 };
+
+/// Reference, the floor under RunLoopKit's futex sleep: two threads, each asleep in
+/// FUTEX_WAIT_PRIVATE on its own futex word until the other leaves the 8-byte sequence number
+/// in its mailbox and FUTEX_WAKE_PRIVATEs it. See doorbell_pingpong.c.
+void bench_futex_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// Reference, the floor under RunLoopKit's epoll sleep: the same mailboxes, each thread asleep
+/// in epoll_wait(2) on a set holding its doorbell eventfd (EPOLLET, never read) and
+/// `BENCH_IDLE_DESCRIPTORS` idle eventfds; a sender writes the doorbell. See doorbell_pingpong.c.
+void bench_eventfd_epoll_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
+
 /// Ping-pong, two threads, blocking send/recv of 8-byte packets on an
 /// AF_UNIX SOCK_SEQPACKET socketpair.
 void bench_socketpair_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
