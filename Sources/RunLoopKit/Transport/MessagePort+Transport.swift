@@ -317,60 +317,56 @@ extension MessagePort {
             drop(socket, of: connections, reporting: .accessDenied)
             return 0
         }
-        switch message(from: record) {
-        case .success(let message):
-            lock.lock()
-            if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
-                state.statistics.accepted(queued: 0)
-                state.statistics.delivered &+= 1
-                lock.unlock()
-                receiver.deliver(message)
-                return 1
-            }
-            if let consumer = state.waitingConsumer {
-                // A `messages()` consumer waits on an empty queue: the frame goes to it.
-                handOffLocked(message, to: consumer)
-                return 0
-            }
-            queue.append(message)
-            state.statistics.accepted(queued: queue.count)
-            refreshDeliverableLocked()
-            room = membership.isValid ? queueLimit - queue.count : 0
-            lock.unlock()
-            return 0
-        case .failure(let reason):
+        let message: Message
+        do {
+            message = try self.message(from: record)
+        } catch {
             for descriptor in record.descriptors { descriptor.close() }
-            drop(socket, of: connections, reporting: .malformedFrame(reason))
+            drop(socket, of: connections, reporting: .malformedFrame(error))
             return 0
         }
+        lock.lock()
+        if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
+            state.statistics.accepted(queued: 0)
+            state.statistics.delivered &+= 1
+            lock.unlock()
+            receiver.deliver(message)
+            return 1
+        }
+        if let consumer = state.waitingConsumer {
+            // A `messages()` consumer waits on an empty queue: the frame goes to it.
+            handOffLocked(message, to: consumer)
+            return 0
+        }
+        queue.append(message)
+        state.statistics.accepted(queued: queue.count)
+        refreshDeliverableLocked()
+        room = membership.isValid ? queueLimit - queue.count : 0
+        lock.unlock()
+        return 0
     }
 
     /// Decodes and validates one received record into a message whose port components are
     /// proxies. On failure nothing has taken ownership of the record's descriptors.
-    private func message(from record: ReceiveBatch.Record) -> Result<Message, FrameError> {
-        if record.truncated { return .failure(.truncated) }
-        if record.descriptorsTruncated { return .failure(.descriptorsTruncated) }
-        if record.unexpectedControl { return .failure(.unexpectedControlMessage) }
-        let reader: FrameReader
-        do {
-            reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
-        } catch {
-            return .failure(error)
-        }
+    private func message(from record: ReceiveBatch.Record) throws(FrameError) -> Message {
+        if record.truncated { throw .truncated }
+        if record.descriptorsTruncated { throw .descriptorsTruncated }
+        if record.unexpectedControl { throw .unexpectedControlMessage }
+        let reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
         let sender = record.credentials.flatMap(Sender.init(frameSender:))
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port components and no reply port.
-            return .success(Message(msgid: reader.msgid, components: reader.components { nil }, replyPort: nil, sender: sender))
+            return Message(msgid: reader.msgid, components: reader.components { nil }, replyPort: nil, sender: sender)
         }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
-            guard let socket = try? SeqPacketSocket(adopting: descriptor) else { return .failure(.descriptorNotAPort) }
+            guard let socket = try? SeqPacketSocket(adopting: descriptor) else { throw .descriptorNotAPort }
             sockets.append(socket)
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
         let components = reader.components { proxies.next() }
-        return .success(Message(msgid: reader.msgid, components: components,
-                                replyPort: reader.hasReplyPort ? proxies.next() : nil, sender: sender))
+        return Message(msgid: reader.msgid, components: components,
+                       replyPort: reader.hasReplyPort ? proxies.next() : nil, sender: sender)
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.
