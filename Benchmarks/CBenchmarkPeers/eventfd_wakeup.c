@@ -2,7 +2,9 @@
 /// thread" to that thread running, when it is asleep in the kernel. The caller
 /// writes an eventfd the target is blocked reading; the target stamps the clock as
 /// soon as read(2) returns and acknowledges through a second eventfd, so the caller
-/// also sleeps between samples.
+/// also sleeps between samples. After each acknowledgement the caller waits until the
+/// target is back asleep in read(2) (bench_wait_until_asleep), as the Swift peers' caller
+/// does (Wakeups.swift), so every sample wakes a sleeping thread.
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,12 +16,14 @@ typedef struct target {
     int wake_fd, ack_fd;
     _Atomic uint64_t woke_ns;   // when the target saw the latest request
     _Atomic int cpu;
+    _Atomic int tid;
     uint64_t handled;
     const char *failure;
 } target;
 
 static void *target_main(void *arg) {
     target *t = arg;
+    atomic_store_explicit(&t->tid, bench_current_tid(), memory_order_relaxed);
     for (uint64_t expected = 1;; expected++) {
         uint64_t value;
         int rc = bench_read_u64(t->wake_fd, &value);
@@ -60,6 +64,7 @@ void bench_eventfd_wakeup(const bench_latency_plan *plan, bench_latency_result *
         uint64_t woke = atomic_load_explicit(&t.woke_ns, memory_order_relaxed);
         int same = cpu == atomic_load_explicit(&t.cpu, memory_order_relaxed);
         if (!bench_recorder_add(&recorder, woke - t0, same, bench_now_ns())) break;
+        bench_wait_until_asleep(atomic_load_explicit(&t.tid, memory_order_relaxed));
     }
     bench_write_u64(t.wake_fd, BENCH_STOP_VALUE);
     pthread_join(thread, NULL);

@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,6 +31,36 @@ int bench_pin_current_thread_to_first_cpu(void) {
 
 int bench_current_cpu(void) {
     return sched_getcpu();
+}
+
+int bench_current_tid(void) {
+    return gettid();
+}
+
+/// The scheduler state letter of thread `tid` of this process (the field after the
+/// command name in /proc/self/task/TID/stat), or 0 if it cannot be read.
+static char thread_state(int tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char text[512];
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    text[n] = '\0';
+    char *end = strrchr(text, ')');
+    return end != NULL && end[1] == ' ' ? end[2] : 0;
+}
+
+void bench_wait_until_asleep(int tid) {
+    // Yielding, not sleeping: the CPU never idles between samples, so no sample starts by
+    // waking an idle (halted) vCPU. Bounded, for a target that never sleeps.
+    for (int attempt = 0; attempt < 100000; attempt++) {
+        char state = thread_state(tid);
+        if (state == 'S' || state == 'D' || state == 0) return;
+        sched_yield();
+    }
 }
 
 uint64_t bench_rss_bytes(void) {

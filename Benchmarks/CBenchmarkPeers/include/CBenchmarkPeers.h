@@ -44,6 +44,14 @@ int bench_pin_current_thread_to_first_cpu(void);
 /// The CPU the calling thread is running on (sched_getcpu), -1 if unknown.
 int bench_current_cpu(void);
 
+/// The calling thread's kernel thread id (gettid).
+int bench_current_tid(void);
+
+/// Returns once thread `tid` of this process is asleep in the kernel (state S or D in
+/// /proc), yielding the CPU meanwhile: the `perform` workload calls it between samples so
+/// that every sample wakes a sleeping target, whatever its framework does after a block.
+void bench_wait_until_asleep(int tid);
+
 /// Resident set size now, from /proc/self/statm, read without allocating.
 uint64_t bench_rss_bytes(void);
 
