@@ -1,31 +1,38 @@
-/// A point on ContinuousClock as whole nanoseconds since a fixed reference, for the loop's
+import CRunLoopKit
+
+/// A point on ContinuousClock as whole nanoseconds of the clock's own count, for the loop's
 /// own bookkeeping. `ContinuousClock.Instant` lives in a resilient library, so every copy or
-/// comparison of an optional one goes through runtime witness calls; the loop passes its
-/// deadlines around on every pass, so it converts them once, at the API boundary.
+/// comparison of an optional one goes through runtime witness calls, and its `.now` costs a
+/// runtime call and 128-bit Duration arithmetic; the loop reads the clock and compares
+/// deadlines on every pass, so it converts instants once, at the API boundary, and reads the
+/// clock itself.
+///
+/// On Linux ContinuousClock reads CLOCK_BOOTTIME and an instant is that reading as a
+/// `Duration` (Swift's Concurrency/Clock.cpp), so the count is CLOCK_BOOTTIME's nanoseconds and
+/// converting either way is exact; the loop's tests check that `LoopInstant.now` falls between
+/// two `ContinuousClock.now` readings taken around it.
 ///
 /// Every conversion and every sum or difference saturates at the Int64 bounds (about 292
-/// years either side of the reference) instead of wrapping or trapping: callers pass "distant
-/// past" and "distant future" instants (`.now ± .seconds(Int64.max)`), and a wrap would turn
-/// one into the other — a timer due centuries ago would put the loop to sleep for centuries.
+/// years either side of boot) instead of wrapping or trapping: callers pass "distant past" and
+/// "distant future" instants (`.now ± .seconds(Int64.max)`), and a wrap would turn one into
+/// the other — a timer due centuries ago would put the loop to sleep for centuries.
 /// A value type; any thread. Each operation costs a few integer instructions.
 struct LoopInstant: Comparable, Sendable {
     var nanoseconds: Int64
 
-    /// The reference point; any instant works, this one is simply the first one asked for.
-    private static let reference = ContinuousClock.now
-
     init(_ instant: ContinuousClock.Instant) {
-        nanoseconds = Self.reference.duration(to: instant).nanoseconds
+        nanoseconds = unsafeBitCast(instant, to: Duration.self).nanoseconds
     }
 
     init(nanoseconds: Int64) {
         self.nanoseconds = nanoseconds
     }
 
-    static var now: LoopInstant { LoopInstant(.now) }
+    /// Now, from the vDSO: a few dozen instructions.
+    static var now: LoopInstant { LoopInstant(nanoseconds: crlk_continuous_now_ns()) }
 
     /// The same point as a clock instant (exact: both count whole nanoseconds).
-    var instant: ContinuousClock.Instant { Self.reference.advanced(by: .nanoseconds(nanoseconds)) }
+    var instant: ContinuousClock.Instant { unsafeBitCast(Duration.nanoseconds(nanoseconds), to: ContinuousClock.Instant.self) }
 
     /// `delta` nanoseconds later (earlier when negative), saturating.
     func advanced(byNanoseconds delta: Int64) -> LoopInstant {

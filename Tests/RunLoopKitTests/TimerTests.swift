@@ -259,4 +259,31 @@ struct TimerTests {
         #expect(r.0 == 0)
         #expect(r.1 == .stopped)
     }
+
+    @Test("§3.12 the loop's clock is ContinuousClock: timers never fire before their fireDate, perform(after:) dates from now")
+    func timersReadTheContinuousClock() throws {
+        let r = try #require(onLoopThread { loop -> (early: Int, fired: Int, datedFromNow: Bool) in
+            let early = Counter()
+            let fired = Counter()
+            // Dates a few microseconds to a few milliseconds ahead, so that a loop clock even
+            // slightly ahead of ContinuousClock would fire some of them early.
+            for step in 0..<200 {
+                let date = ContinuousClock.now + .microseconds(step * 17)
+                loop.add(RunLoopTimer(fireAt: date) { _ in
+                    if ContinuousClock.now < date { early.increment() }
+                    fired.increment()
+                }, forMode: .default)
+            }
+            let before = ContinuousClock.now
+            let later = loop.perform(after: .seconds(5)) {}
+            let after = ContinuousClock.now
+            let datedFromNow = later.fireDate >= before + .seconds(5) && later.fireDate <= after + .seconds(5)
+            later.invalidate()
+            loop.run(mode: .default, for: longRun, returnAfterSourceHandled: false)
+            return (early.current, fired.current, datedFromNow)
+        })
+        #expect(r.fired == 200)
+        #expect(r.early == 0)
+        #expect(r.datedFromNow)
+    }
 }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <time.h>
 
 /// FUTEX_WAIT_PRIVATE: sleeps while `*word == expected`, at most `timeout_ns` (`< 0`: forever).
 /// Returns 0 when woken, else -1 with errno EAGAIN (the word had changed), ETIMEDOUT or EINTR.
@@ -16,6 +17,14 @@ int crlk_futex_wait(uint32_t *word, uint32_t expected, int64_t timeout_ns);
 void crlk_futex_post(uint32_t *word, uint32_t value);
 /// A sequentially consistent store to a futex word.
 static inline void crlk_futex_store(uint32_t *word, uint32_t value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
+
+/// CLOCK_BOOTTIME in nanoseconds: the clock Swift's ContinuousClock reads on Linux, read
+/// through the vDSO without the runtime call and the 128-bit Duration arithmetic of `.now`.
+static inline int64_t crlk_continuous_now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_BOOTTIME, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
 
 /// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.
 /// Falls back to epoll_wait (timeout rounded up to whole milliseconds) on kernels before 5.11.
