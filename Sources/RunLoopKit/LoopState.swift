@@ -215,6 +215,10 @@ final class ItemSnapshot: Sendable {
     let keepsModeAlive: Bool
     /// The ports as a set, for `holds`, when there are too many for a linear scan.
     private let portSet: Set<ObjectIdentifier>
+    /// Unique among all snapshots ever taken (never reused, unlike an object's address), so a
+    /// port can remember the snapshot that was found to hold it.
+    private let serial: UInt64
+    private static let serials = Atomic<UInt64>(0)
     private let source1List: [(token: UInt64, source: Source1)]
     private let source1ByToken: [UInt64: Source1]
     let generation: UInt64
@@ -238,11 +242,18 @@ final class ItemSnapshot: Sendable {
         source1ByToken = few ? [:] : source1
         portSet = items.ports.count <= 16 ? [] : Set(items.ports.lazy.map(ObjectIdentifier.init))
         self.generation = generation
+        serial = Self.serials.add(1, ordering: .relaxed).newValue
     }
 
-    /// Whether `port` is one of the mode's ports. O(1).
+    /// Whether `port` is one of the mode's ports. O(1); with many ports, a hash lookup only the
+    /// first time a snapshot is asked about a port (the port remembers the answer), not on
+    /// every pass that finds it ready.
     func holds(_ port: MessagePort) -> Bool {
-        portSet.isEmpty ? ports.contains { $0 === port } : portSet.contains(ObjectIdentifier(port))
+        if portSet.isEmpty { return ports.contains { $0 === port } }
+        if port.heldBySnapshot.load(ordering: .relaxed) == serial { return true }
+        guard portSet.contains(ObjectIdentifier(port)) else { return false }
+        port.heldBySnapshot.store(serial, ordering: .relaxed)
+        return true
     }
 
     /// The Source1 registered under `token`.

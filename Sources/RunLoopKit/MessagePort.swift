@@ -110,6 +110,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// thread, which skips reading connections while it is false; read under the lock by
     /// `refreshDeliverableLocked`, so a receiver set later makes the port deliverable.
     let connectionsPending = Atomic<Bool>(false)
+    /// The serial of the last item snapshot found to hold this port (`ItemSnapshot.holds`), so
+    /// that a mode with many ports finds a ready one without hashing it on every pass. Atomic
+    /// only because a loop the port has left may still ask once; serials are never reused, so
+    /// another loop's answer is never mistaken for this one's.
+    let heldBySnapshot = Atomic<UInt64>(0)
     let membership = LoopMembership()
     /// A proxy's counters, kept outside the lock its sends do not take; nil for a local port.
     let proxyCounters: ProxyCounters?
