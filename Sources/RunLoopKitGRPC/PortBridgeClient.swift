@@ -16,22 +16,30 @@ import Synchronization
 /// in `from:` is numbered on the stream, and replies to it arrive on it here. Data components
 /// only: any other port component throws `.notTransferable`. The stream's end — the server
 /// gone, the connection dropped — invalidates the proxy: its invalidation handler runs,
-/// blocked senders get `.invalidPort`, pending requests fail at once. Reconnecting is a new
-/// `connect`.
+/// blocked senders get `.invalidPort`, pending requests fail at once. So does a server that
+/// falls silent without closing anything (a partition, a stopped process): keepalive pings
+/// (`BridgeKeepalive`) notice it within 1.5 s with the defaults. So does the server
+/// invalidating or unexporting the port. Reconnecting is a new `connect`.
 public final class PortBridgeClient: Service, Sendable {
     private let client: GRPCClient<HTTP2ClientTransport.Posix>
     /// The size of the proxies' frame queues when `connect` is not told otherwise.
     public let defaultQueueLimit: Int
 
-    /// A client for the bridge at `host`:`port`. Throws `.plaintextOffLoopback` for plaintext
-    /// to a host that is not loopback (unless allowed). Any thread; no connection is made
-    /// until `run()` and the first `connect`.
-    public init(host: String, port: Int, security: BridgeSecurity, defaultQueueLimit: Int = 64) throws {
+    /// A client for the bridge at `host`:`port`. `keepalive` pings the server while proxies
+    /// are open, so that a server gone silent (partitioned, stopped, hung) invalidates them
+    /// within 1.5 s with the defaults, as a server that died does; nil leaves gRPC's default
+    /// (no pings: a silent server is noticed only by the TCP stack, after minutes, or by each
+    /// request's own timeout). Throws `.plaintextOffLoopback` for plaintext to a host that is
+    /// not loopback (unless allowed). Any thread; no connection is made until `run()` and the
+    /// first `connect`.
+    public init(host: String, port: Int, security: BridgeSecurity, defaultQueueLimit: Int = 64,
+                keepalive: BridgeKeepalive? = .default) throws {
         try security.check(host: host)
         precondition(defaultQueueLimit > 0, "PortBridgeClient defaultQueueLimit must be at least 1 (got \(defaultQueueLimit))")
         self.defaultQueueLimit = defaultQueueLimit
         var config = HTTP2ClientTransport.Posix.Config.defaults
         config.http2.maxFrameSize = 1 << 20
+        config.connection.keepalive = keepalive?.client
         let transport = try HTTP2ClientTransport.Posix(
             target: .dns(host: host, port: port), transportSecurity: security.clientSecurity, config: config)
         client = GRPCClient(transport: transport)

@@ -12,14 +12,21 @@ public final class PortBridgeServer: Service, Sendable {
     private let server: GRPCServer<HTTP2ServerTransport.Posix>
 
     /// A server listening on `host`:`port` (0: a port the system picks; see `listeningPort`).
-    /// Throws `.plaintextOffLoopback` for plaintext on a host that is not loopback, unless
-    /// allowed. Any thread; nothing listens until `run()`.
+    /// `keepalive` pings each client connection after it has been quiet for the interval (a
+    /// client silent past the timeout gets the transport's graceful GOAWAY: no new streams on
+    /// that connection), and sets how often clients may ping it; nil leaves gRPC's defaults
+    /// (a ping after two idle hours, client pings at most every five minutes — bridge clients
+    /// with keepalive on would be sent away). Throws
+    /// `.plaintextOffLoopback` for plaintext on a host that is not loopback, unless allowed.
+    /// Any thread; nothing listens until `run()`.
     public init(host: String, port: Int, security: BridgeSecurity, exporter: PortExporter = PortExporter(),
-                services: [any RegistrableRPCService] = []) throws(BridgeConfigurationError) {
+                services: [any RegistrableRPCService] = [],
+                keepalive: BridgeKeepalive? = .default) throws(BridgeConfigurationError) {
         try security.check(host: host)
         self.exporter = exporter
         var config = HTTP2ServerTransport.Posix.Config.defaults
         config.rpc.maxRequestPayloadSize = BridgeFrame.maximumFrameSize
+        if let keepalive { config.connection.keepalive = keepalive.server }
         let transport = HTTP2ServerTransport.Posix(
             address: .ipv4(host: host, port: port), transportSecurity: security.serverSecurity, config: config)
         server = GRPCServer(transport: transport, services: [exporter] + services)
