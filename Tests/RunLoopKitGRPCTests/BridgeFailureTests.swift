@@ -29,8 +29,8 @@ struct BridgeFailureTests {
         let peer = try PeerProcess(name: "svc.doomed", mode: "silent")
         let client = try LoopbackClient(port: peer.listeningPort)
         let proxy = try await client.client.connect(to: "svc.doomed")
-        let invalidated = Mutex(false)
-        proxy.setInvalidationHandler { _ in invalidated.withLock { $0 = true } }
+        let invalidated = Latch()
+        proxy.setInvalidationHandler { _ in invalidated.raise() }
 
         let request = Task { try await proxy.sendRequest(msgid: 1, timeout: .seconds(60)) }
         // The request is on its way once the server had time to take it; the kill comes
@@ -43,7 +43,9 @@ struct BridgeFailureTests {
         #expect(throws: PortError.invalidPort) { try result.get() }
         #expect(elapsed < .seconds(1))
         #expect(!proxy.isValid)
-        #expect(invalidated.withLock { $0 })
+        // The handler runs after the request is failed, on the invalidating thread: awaited.
+        let handlerRan = await within(.seconds(10)) { await invalidated.wait(); return true } ?? false
+        #expect(handlerRan)
         #expect(throws: PortError.invalidPort) { try proxy.send(msgid: 2, timeout: .seconds(1)) }
         await client.stop()
     }

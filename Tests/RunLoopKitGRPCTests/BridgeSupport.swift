@@ -175,6 +175,21 @@ final class PeerProcess: @unchecked Sendable {
 
     func kill() { Glibc.kill(pid, SIGKILL) }
 
+    /// Stops the process (SIGSTOP) and returns once it has stopped (signals are delivered
+    /// asynchronously): it holds its sockets open and answers nothing, as a hung or
+    /// partitioned server does.
+    func suspendProcess() {
+        Glibc.kill(pid, SIGSTOP)
+        var status: Int32 = 0
+        // WIFSTOPPED: the low byte is 0x7f. Nothing else can be reported: it neither exits nor
+        // continues until the test says so.
+        while waitpid(pid, &status, WUNTRACED) == -1 && errno == EINTR {}
+        precondition(status & 0xff == 0x7f, "GRPCPortPeer did not stop (wait status \(status))")
+    }
+
+    /// Lets a stopped process run again (SIGCONT).
+    func continueProcess() { Glibc.kill(pid, SIGCONT) }
+
     func resume() {
         var newline = UInt8(ascii: "\n")
         _ = write(input, &newline, 1)
@@ -192,4 +207,70 @@ final class PeerProcess: @unchecked Sendable {
 struct PeerError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+// MARK: - Waiting
+
+/// A one-shot event a test can await (an invalidation handler that ran, say).
+final class Latch: Sendable {
+    private struct State {
+        var raised = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    /// Raises the latch, resuming every waiter; later calls do nothing. Any thread.
+    func raise() {
+        let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
+            guard !state.raised else { return [] }
+            state.raised = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var isRaised: Bool { state.withLock { $0.raised } }
+
+    /// Returns once the latch is raised.
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let raised: Bool = state.withLock { state in
+                if !state.raised { state.waiters.append(continuation) }
+                return state.raised
+            }
+            if raised { continuation.resume() }
+        }
+    }
+}
+
+/// `body`'s result, or nil if it has none after `limit`: a hang guard, so that a test whose
+/// awaited outcome never comes fails in seconds rather than at its time limit. `body` keeps
+/// running (in a task of its own) when the guard gives up.
+func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+    let decided = Mutex(false)
+    let timer = Mutex<Task<Void, Never>?>(nil)
+    let result: T? = await withCheckedContinuation { continuation in
+        let finish: @Sendable (T?) -> Void = { value in
+            let first = decided.withLock { decided in
+                defer { decided = true }
+                return !decided
+            }
+            if first { continuation.resume(returning: value) }
+        }
+        timer.withLock { $0 = Task { if (try? await Task.sleep(for: limit)) != nil { finish(nil) } } }
+        Task { finish(await body()) }
+    }
+    timer.withLock { $0?.cancel() }
+    return result
+}
+
+/// Returns once `condition` holds, checking every 10 ms; throws after `limit` (a hang guard).
+func waitUntil(_ what: String, within limit: Duration = .seconds(10),
+               _ condition: @escaping @Sendable () -> Bool) async throws {
+    let deadline = ContinuousClock.now + limit
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw PeerError("never happened within \(limit): \(what)") }
+        try await Task.sleep(for: .milliseconds(10))
+    }
 }
