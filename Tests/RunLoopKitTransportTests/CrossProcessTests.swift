@@ -201,9 +201,9 @@ struct CrossProcessTests {
     // MARK: 7
 
     @Test("descriptor exhaustion in a child: typed errors, a dropped connection, no leak")
-    func descriptorExhaustion() throws {
+    func descriptorExhaustion() async throws {
         let child = try ChildProcess(portPeer, ["exhaust"])
-        let exit = child.finish(timeout: .seconds(30))
+        let exit = await offThePool { child.finish(timeout: .seconds(30)) }
         #expect(exit == .exited(0), "PortPeer exhaust: \(exit.map(\.description) ?? "timed out")\n\(child.output)")
         let output = child.output
         #expect(output.contains("MessagePort() needs no descriptor: delivered in-process"), "\(output)")

@@ -358,10 +358,10 @@ enum Fuzz {
 @Suite("Fuzzing the receiver", .timeLimit(.minutes(10)))
 struct FuzzTests {
     @Test("100,000 random and mutated frames with random descriptors: no crash, no leak, still delivering")
-    func fuzz() throws {
+    func fuzz() async throws {
         let child = try ChildProcess("/proc/self/exe", ["--testing-library", "swift-testing", "--filter", "FuzzChildEntry"],
                                      environment: ["\(fuzzChildVariable)=1", "SWIFT_BACKTRACE=enable=no"])
-        let exit = child.finish(timeout: .seconds(540))
+        let exit = await offThePool { child.finish(timeout: .seconds(540)) }
         let output = child.output
         print(output, terminator: "")
         #expect(exit == .exited(0), "the fuzz process \(exit.map(\.description) ?? "did not finish"): \(output)")

@@ -18,6 +18,23 @@ import Testing
 /// test waits for may queue behind the rest of the suite on the cooperative pool.
 let waitLimit: Duration = .seconds(60)
 
+/// Runs `body`, which blocks for long (a child process's whole run), on a resident thread of
+/// its own and awaits its result. A synchronous test holds one of the cooperative pool's
+/// threads (two on the CI machine) for as long as it runs; one that waits a minute or more
+/// for a child leaves every async test of the suite, the gRPC bridge's streams among them, one
+/// thread to share, and work they wait for then queues past their deadlines.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    let thread = ResidentThread(name: "off the pool")
+    defer { thread.stop() }
+    return await withCheckedContinuation { continuation in
+        do {
+            try thread.perform { continuation.resume(returning: body()) }
+        } catch {
+            preconditionFailure("a resident thread made a moment ago is already finished")
+        }
+    }
+}
+
 // MARK: - Thread-safe state shared with loop threads
 
 final class Shared<T: Sendable>: Sendable {
