@@ -6,14 +6,20 @@ import GRPCNIOTransportHTTP2
 /// connection — a client's: its streams end with `unavailable`, so its proxies are
 /// invalidated (blocked senders and pending requests get `.invalidPort`); a server's begins
 /// gRPC's graceful shutdown of the connection (GOAWAY: no new streams on it). A silent server
-/// is noticed within `interval` + `timeout`: 1.5 s with the defaults.
+/// is noticed within `interval` + `timeout`: 1.5 s with `default`.
+///
+/// Off unless asked for (`PortBridgeClient` and `PortBridgeServer` take nil by default, gRPC's
+/// own settings): the `timeout` is the margin for a peer that is alive but slow to answer — its
+/// event loop busy, its host loaded, the link slow — and one that short is also exceeded by live
+/// peers on loaded hosts. In this package's own test run (a debug build of every suite at once
+/// on two cores) acknowledgements took up to 350 ms, and a 500 ms timeout closed live
+/// connections now and then. Turn it on, on both sides, with margins fitted to the hosts and
+/// network it runs on; a server must also accept its clients' ping rate
+/// (`minimumClientInterval`).
 ///
 /// The cost is one 17-byte PING and its acknowledgement each way per `interval` on every
 /// connection with open streams, written and answered by the transport's event-loop thread;
-/// no thread of yours is involved. The `timeout` is the margin for a peer that is alive but
-/// slow to answer — its event loop busy, its host loaded, the link slow — which would be taken
-/// for gone: acknowledgements were measured at up to 350 ms in a debug build on two loaded
-/// cores (and 500 ms was exceeded now and then), hence 700 ms. Raise both for slow links.
+/// no thread of yours is involved.
 public struct BridgeKeepalive: Sendable, Hashable, CustomStringConvertible {
     /// A client pings this long after its last ping was acknowledged (or its connection became
     /// ready), and again every `interval` while it is unacknowledged; a server pings a
@@ -43,8 +49,9 @@ public struct BridgeKeepalive: Sendable, Hashable, CustomStringConvertible {
         self.minimumClientInterval = minimumClientInterval
     }
 
-    /// Pings every 800 ms, each acknowledged within 700 ms; a server accepts client pings
-    /// 100 ms apart. Any thread; free.
+    /// Pings every 800 ms, each acknowledged within 700 ms, so a silent peer is noticed within
+    /// 1.5 s; a server accepts client pings 100 ms apart. For quiet hosts on a local network.
+    /// Any thread; free.
     public static var `default`: BridgeKeepalive { BridgeKeepalive() }
 
     /// One line with the three durations. Any thread.

@@ -17,8 +17,8 @@ import Synchronization
 /// only: any other port component throws `.notTransferable`. The stream's end — the server
 /// gone, the connection dropped — invalidates the proxy: its invalidation handler runs,
 /// blocked senders get `.invalidPort`, pending requests fail at once. So does a server that
-/// falls silent without closing anything (a partition, a stopped process): keepalive pings
-/// (`BridgeKeepalive`) notice it within 1.5 s with the defaults. So does the server
+/// falls silent without closing anything (a partition, a stopped process), when keepalive
+/// pings are on (`BridgeKeepalive.default` notices it within 1.5 s). So does the server
 /// invalidating or unexporting the port. Reconnecting is a new `connect`.
 public final class PortBridgeClient: Service, Sendable {
     private let client: GRPCClient<HTTP2ClientTransport.Posix>
@@ -27,13 +27,14 @@ public final class PortBridgeClient: Service, Sendable {
 
     /// A client for the bridge at `host`:`port`. `keepalive` pings the server while proxies
     /// are open, so that a server gone silent (partitioned, stopped, hung) invalidates them
-    /// within 1.5 s with the defaults, as a server that died does; nil leaves gRPC's default
+    /// (within 1.5 s with `BridgeKeepalive.default`), as a server that died does; nil, the
+    /// default, leaves gRPC's own
     /// (no pings: a silent server is noticed only by the TCP stack, after minutes, or by each
     /// request's own timeout). Throws `.plaintextOffLoopback` for plaintext to a host that is
     /// not loopback (unless allowed). Any thread; no connection is made until `run()` and the
     /// first `connect`.
     public init(host: String, port: Int, security: BridgeSecurity, defaultQueueLimit: Int = 64,
-                keepalive: BridgeKeepalive? = .default) throws {
+                keepalive: BridgeKeepalive? = nil) throws {
         try security.check(host: host)
         precondition(defaultQueueLimit > 0, "PortBridgeClient defaultQueueLimit must be at least 1 (got \(defaultQueueLimit))")
         self.defaultQueueLimit = defaultQueueLimit

@@ -21,7 +21,7 @@ public final class PortBridgeServer: Service, Sendable {
     /// Any thread; nothing listens until `run()`.
     public init(host: String, port: Int, security: BridgeSecurity, exporter: PortExporter = PortExporter(),
                 services: [any RegistrableRPCService] = [],
-                keepalive: BridgeKeepalive? = .default) throws(BridgeConfigurationError) {
+                keepalive: BridgeKeepalive? = nil) throws(BridgeConfigurationError) {
         try security.check(host: host)
         self.exporter = exporter
         var config = HTTP2ServerTransport.Posix.Config.defaults

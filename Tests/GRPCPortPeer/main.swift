@@ -44,7 +44,10 @@ try reader.perform {
     exit(0)
 }
 
-let server = try PortBridgeServer(host: "127.0.0.1", port: 0, security: .plaintext())
+// Accepts the liveness tests' client pings (every 2 s); pings its clients only after a minute.
+let server = try PortBridgeServer(host: "127.0.0.1", port: 0, security: .plaintext(),
+                                  keepalive: BridgeKeepalive(interval: .seconds(60), timeout: .seconds(20),
+                                                             minimumClientInterval: .milliseconds(100)))
 try server.exporter.export(port, as: name, access: .anyone)
 let serving = Task { try await server.run() }
 let listening = try await server.listeningPort

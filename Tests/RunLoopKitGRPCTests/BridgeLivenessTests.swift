@@ -125,16 +125,16 @@ struct BridgeLivenessTests {
           .timeLimit(.minutes(1)))
     func quietStreamStaysOpen() async throws {
         let receiver = try Receiver(name: "quiet service")
-        let server = try await LoopbackServer(exporting: receiver.port, as: "svc.quiet")
-        let client = try LoopbackClient(port: server.port)
+        let server = try await LoopbackServer(exporting: receiver.port, as: "svc.quiet", keepalive: .tolerantServer)
+        let client = try LoopbackClient(port: server.port, keepalive: .testClient)
         let proxy = try await client.client.connect(to: "svc.quiet")
         let invalidated = Latch()
         proxy.setInvalidationHandler { _ in invalidated.raise() }
-        // Six keepalive intervals (800 ms) without a message: the window in which a server
+        // Five keepalive intervals (2 s) without a message: the window in which a server
         // that took the client's pings for abuse (gRPC's default tolerates one per five
         // minutes) would send it away, GOAWAY too_many_pings, at the fourth. Not a threshold
         // to pass.
-        try await Task.sleep(for: .seconds(5))
+        try await Task.sleep(for: .seconds(10))
         #expect(!invalidated.isRaised)
         #expect(proxy.isValid)
         let reply = try await proxy.sendRequest(msgid: 5, timeout: .seconds(30))
@@ -153,7 +153,7 @@ struct BridgeLivenessTests {
             peer.continueProcess()
             peer.kill()
         }
-        let client = try LoopbackClient(port: peer.listeningPort)
+        let client = try LoopbackClient(port: peer.listeningPort, keepalive: .testClient)
         let proxy = try await client.client.connect(to: "svc.frozen")
         let invalidated = Latch()
         proxy.setInvalidationHandler { _ in invalidated.raise() }

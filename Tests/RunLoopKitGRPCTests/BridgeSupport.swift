@@ -8,6 +8,16 @@ import Synchronization
 
 // Shared by the bridge tests. Deadlines of seconds are hang guards only.
 
+extension BridgeKeepalive {
+    /// The liveness tests' client pings: every 2 s, acknowledged within 1.5 s, margins wide enough
+    /// for a live server on two cores loaded by every other suite at once.
+    static let testClient = BridgeKeepalive(interval: .seconds(2), timeout: .milliseconds(1_500))
+    /// A server that accepts those pings and pings its clients only after a minute of quiet, so
+    /// its own pings play no part in a test (GRPCPortPeer's, too).
+    static let tolerantServer = BridgeKeepalive(interval: .seconds(60), timeout: .seconds(20),
+                                                minimumClientInterval: .milliseconds(100))
+}
+
 /// A plaintext loopback server exporting `port` as `name`, running until `stop()`.
 final class LoopbackServer: Sendable {
     let server: PortBridgeServer
@@ -15,8 +25,8 @@ final class LoopbackServer: Sendable {
     let port: Int
 
     init(exporting local: MessagePort, as name: String, security: BridgeSecurity = .plaintext(),
-         access: RemoteAccess = .anyone) async throws {
-        server = try PortBridgeServer(host: "127.0.0.1", port: 0, security: security)
+         access: RemoteAccess = .anyone, keepalive: BridgeKeepalive? = nil) async throws {
+        server = try PortBridgeServer(host: "127.0.0.1", port: 0, security: security, keepalive: keepalive)
         try server.exporter.export(local, as: name, access: access)
         let server = server
         task = Task { try await server.run() }
@@ -35,8 +45,10 @@ final class LoopbackClient: Sendable {
     let client: PortBridgeClient
     let task: Task<Void, any Error>
 
-    init(port: Int, security: BridgeSecurity = .plaintext(), queueLimit: Int = 64) throws {
-        client = try PortBridgeClient(host: "127.0.0.1", port: port, security: security, defaultQueueLimit: queueLimit)
+    init(port: Int, security: BridgeSecurity = .plaintext(), queueLimit: Int = 64,
+         keepalive: BridgeKeepalive? = nil) throws {
+        client = try PortBridgeClient(host: "127.0.0.1", port: port, security: security, defaultQueueLimit: queueLimit,
+                                      keepalive: keepalive)
         let client = client
         task = Task { try await client.run() }
     }
