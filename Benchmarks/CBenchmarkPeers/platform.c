@@ -37,18 +37,25 @@ int bench_current_tid(void) {
     return gettid();
 }
 
+/// Reads a small /proc file into `text` (NUL-terminated) without allocating; false if it
+/// cannot be read or is empty.
+static int read_proc_file(const char *path, char *text, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, text, size - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    text[n] = '\0';
+    return 1;
+}
+
 /// The scheduler state letter of thread `tid` of this process (the field after the
 /// command name in /proc/self/task/TID/stat), or 0 if it cannot be read.
 static char thread_state(int tid) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char text[512];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    text[n] = '\0';
+    if (!read_proc_file(path, text, sizeof text)) return 0;
     char *end = strrchr(text, ')');
     return end != NULL && end[1] == ' ' ? end[2] : 0;
 }
@@ -64,13 +71,8 @@ void bench_wait_until_asleep(int tid) {
 }
 
 uint64_t bench_rss_bytes(void) {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char text[128];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    text[n] = '\0';
+    if (!read_proc_file("/proc/self/statm", text, sizeof text)) return 0;
     // statm: size resident shared text lib data dt, in pages.
     char *cursor = text;
     strtoull(cursor, &cursor, 10);
