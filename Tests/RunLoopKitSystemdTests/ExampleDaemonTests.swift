@@ -117,9 +117,16 @@ struct ExampleDaemonTests {
 
         let client = try ExampleClientProcess(["--name", name, "--count", "5"])
         // The client's connection waiting in the backlog makes the listening socket readable:
-        // it connected (and waits for its answer) while no daemon runs.
-        #expect(await onNewThread { waitReadable(listening, before: .now + patience) }, "the client never connected")
-        let daemon = try DaemonProcess(environment: [:], arguments: [config], listeningSocket: listening, activationName: name)
+        // it connected (and waits for its answer) while no daemon runs. The daemon is started
+        // on the same thread the moment that is seen: the client's handshake waits 30 s, and a
+        // hop back through the cooperative pool (two threads, shared by every suite running at
+        // once) could take that long under a sanitizer.
+        let started: Result<DaemonProcess, any Error>? = await onNewThread {
+            guard waitReadable(listening, before: .now + patience) else { return nil }
+            return Result { try DaemonProcess(environment: [:], arguments: [config], listeningSocket: listening,
+                                              activationName: name) }
+        }
+        let daemon = try #require(started, "the client never connected").get()
         try await daemon.waitForLine(startingWith: "ready")
         let (clientExit, clientOutput) = await client.finish(timeout: .seconds(60))
         #expect(clientExit == .exited(0), "\(clientOutput)")
