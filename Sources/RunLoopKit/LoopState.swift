@@ -41,6 +41,13 @@ final class ModeState {
         }
     }
 
+    /// Whether a block or job queued for `block.modes` runs in this mode. Under the loop's state
+    /// lock; a compare, no hashing.
+    @inline(__always)
+    func runs(_ block: PendingBlock) -> Bool {
+        block.modes.contain(mode) { isCommon }
+    }
+
     /// Inserts `item`; registers its kernel readiness when it is a Source1. False if already
     /// present. O(1) amortised, plus an epoll_ctl for a Source1.
     func insert<T: RunLoopItem>(_ item: T) -> Bool {
@@ -282,17 +289,15 @@ struct LoopState {
         threadName.map { "\(owner) \"\($0)\"" } ?? "\(owner)"
     }
 
-    func blockMatches(_ block: PendingBlock, _ mode: ThreadRunLoop.Mode) -> Bool {
-        block.modes.contain(mode) { commonModes.contains(mode) }
-    }
-
+    /// Whether a block is queued for `mode`, a mode that has no `ModeState` yet (one that has
+    /// answers with `ModeState.runs(_:)`, without the hash lookup).
     func hasBlocks(for mode: ThreadRunLoop.Mode) -> Bool {
-        blocks.contains { blockMatches($0, mode) }
+        blocks.contains { $0.modes.contain(mode) { commonModes.contains(mode) } }
     }
 
     /// Whether a run of the mode has anything to service (DESIGN §3.1).
     func modeIsAlive(_ modeState: ModeState) -> Bool {
-        modeState.items.keepsModeAlive || blocks.contains { $0.modes.contain(modeState.mode) { modeState.isCommon } }
+        modeState.items.keepsModeAlive || blocks.contains(where: modeState.runs)
     }
 
     /// The modes whose items include `item`.

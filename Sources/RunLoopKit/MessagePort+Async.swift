@@ -67,15 +67,24 @@ extension MessagePort {
     /// suspends until there is room; throws `.invalidPort` if the port is (or becomes, while it
     /// waits) invalid, and `.cancelled` if the task is cancelled while it would wait — nothing is
     /// queued then. Messages from one task arrive in the order sent. No deadline: race it with
-    /// your own timeout. Any task; a lock and, once per burst, one eventfd write.
+    /// your own timeout. Any task; a lock and, once per burst, one eventfd write. A message of
+    /// one Data component allocates nothing of its own; several components are copied into one
+    /// array.
+    @inlinable
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil) async throws(PortError) {
+        try await send(msgid: msgid, payload: Message.Payload(sending: components), from: replyPort)
+    }
+
+    /// The async `send` once its components are stored as a message keeps them.
+    @usableFromInline
+    func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
         if isProxy {
-            try await sendRemoteSuspending(msgid: msgid, components: components, replyPort: replyPort)
+            try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort)
         } else if lockIfRoom() {
-            appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
+            appendLocked(Message(msgid: msgid, payload: payload, replyPort: replyPort))
         } else {
-            try await enqueueSuspending(Message(msgid: msgid, components: components, replyPort: replyPort))
+            try await enqueueSuspending(Message(msgid: msgid, payload: payload, replyPort: replyPort))
         }
     }
 

@@ -212,32 +212,49 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// Queues a message; blocks only while the queue is full, until `deadline` (`.timedOut`).
     /// Throws `.invalidPort` if the port is (or becomes, while blocked) invalid. Any thread; a
     /// lock and, once per burst to a sleeping loop, one wake-up (a futex post or an eventfd write).
+    /// A message of one Data component allocates nothing of its own; several components are
+    /// copied into one array.
+    @inlinable
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      before deadline: ContinuousClock.Instant) throws(PortError) {
-        if isProxy {
-            try sendRemote(msgid: msgid, components: components, replyPort: replyPort, deadline: { deadline })
-        } else if lockIfRoom() {
-            appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
-        } else {
-            try enqueueWaiting(Message(msgid: msgid, components: components, replyPort: replyPort), deadline: { deadline })
-        }
+        try send(msgid: msgid, payload: Message.Payload(sending: components), from: replyPort, before: deadline)
     }
 
-    /// Queues a message, waiting at most `timeout` while the queue is full. Any thread.
+    /// Queues a message, waiting at most `timeout` while the queue is full. Any thread; costs
+    /// as `send(msgid:components:from:before:)`.
+    @inlinable
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
                      timeout: Duration) throws(PortError) {
+        try send(msgid: msgid, payload: Message.Payload(sending: components), from: replyPort, timeout: timeout)
+    }
+
+    /// `send(msgid:components:from:before:)` once its components are stored as a message keeps them.
+    @usableFromInline
+    func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?,
+              before deadline: ContinuousClock.Instant) throws(PortError) {
+        try send(msgid: msgid, payload: payload, from: replyPort, deadline: { deadline })
+    }
+
+    /// `send(msgid:components:from:timeout:)` once its components are stored as a message keeps them.
+    @usableFromInline
+    func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?,
+              timeout: Duration) throws(PortError) {
         // The clock is read only when the send must wait: on the fast path it would cost more
         // than the rest of it.
+        try send(msgid: msgid, payload: payload, from: replyPort, deadline: { ThreadRunLoop.deadline(after: timeout) })
+    }
+
+    @inline(__always)
+    private func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?,
+                      deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         if isProxy {
-            try sendRemote(msgid: msgid, components: components, replyPort: replyPort,
-                           deadline: { ThreadRunLoop.deadline(after: timeout) })
+            try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)
         } else if lockIfRoom() {
-            appendLocked(Message(msgid: msgid, components: components, replyPort: replyPort))
+            appendLocked(Message(msgid: msgid, payload: payload, replyPort: replyPort))
         } else {
-            try enqueueWaiting(Message(msgid: msgid, components: components, replyPort: replyPort),
-                               deadline: { ThreadRunLoop.deadline(after: timeout) })
+            try enqueueWaiting(Message(msgid: msgid, payload: payload, replyPort: replyPort), deadline: deadline)
         }
     }
 

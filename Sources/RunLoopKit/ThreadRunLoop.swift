@@ -380,19 +380,15 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Runs the pending blocks and executor jobs of `mode` in FIFO order (one when `onlyOne`).
     private func runBlocks(of modeState: ModeState, onlyOne: Bool, using scratch: PassScratch) -> Bool {
         guard pendingBlockCount.load(ordering: .acquiring) > 0 else { return false }
-        let mode = modeState.mode
         state.withLock { state in
-            func matches(_ block: PendingBlock) -> Bool {
-                block.modes.contain(mode) { modeState.isCommon }
-            }
-            if !onlyOne && !state.blocks.contains(where: { !matches($0) }) {
+            if !onlyOne && !state.blocks.contains(where: { !modeState.runs($0) }) {
                 // The usual case: take them all by swapping buffers, which allocates nothing.
                 swap(&scratch.blocks, &state.blocks)
                 return
             }
             var takenOne = false
             state.blocks.removeAll { block in
-                guard !(onlyOne && takenOne), matches(block) else { return false }
+                guard !(onlyOne && takenOne), modeState.runs(block) else { return false }
                 scratch.blocks.append(block)
                 takenOne = true
                 return true

@@ -226,7 +226,7 @@ func soak() -> Never {
     }
     let rssGrowth = residentBytes() - (rssAtStart ?? residentBytes())
     // A sanitizer's shadow memory and quarantine grow with the work done, whatever the code does.
-    let underSanitizer = getenv("RUNLOOPKIT_TSAN") != nil || getenv("ASAN_OPTIONS") != nil
+    let underSanitizer = getenv("RUNLOOPKIT_SANITIZER") != nil
     if rssGrowth > 8 << 20 && !underSanitizer { problem("RSS grew by \(rssGrowth >> 10) KiB (limit 8 MiB)") }
 
     let found = problems.value

@@ -55,7 +55,7 @@ struct LoopExecutorTests {
     func pinnedActorRunsEveryCallOnItsThread() async {
         let counter = PinnedCounter(thread: ResidentThread(name: uniqueThreadName("ex-act")))
         defer { counter.thread.stop() }
-        let calls = environment("RUNLOOPKIT_TSAN") != nil ? 1_000 : 10_000
+        let calls = environment("RUNLOOPKIT_SANITIZER") != nil ? 1_000 : 10_000
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<4 {
                 group.addTask {

@@ -11,7 +11,7 @@ import RunLoopKit
 import Synchronization
 import Testing
 
-private let underTSan = environment("RUNLOOPKIT_TSAN") != nil
+private let underSanitizer = environment("RUNLOOPKIT_SANITIZER") != nil
 
 /// An instant ~292 years ago: `LoopInstant`-style nanosecond arithmetic saturates on it.
 private func distantPast() -> ContinuousClock.Instant { .now - .seconds(Int64.max) }
@@ -251,7 +251,7 @@ struct PeerSuiteScenarioTests {
         // 400,000 items. The only clock here is the usual hang guard of seconds: an
         // implementation that scans its lists on every add and remove is quadratic and needs
         // minutes for this many, which the guard reports as a failure instead of waiting.
-        let total = underTSan ? 20_000 : 400_000
+        let total = underSanitizer ? 20_000 : 400_000
         let threads = 8
         let mode: RLMode = "churn"
         let sharedDescriptors = (0..<16).map { _ in makeEventFD() }

@@ -6,7 +6,7 @@ import RunLoopKit
 import Synchronization
 import Testing
 
-private let underTSan = environment("RUNLOOPKIT_TSAN") != nil
+private let underSanitizer = environment("RUNLOOPKIT_SANITIZER") != nil
 
 /// A message from sender `sender` with sequence number `sequence`, as 16 bytes of DATA.
 private func tagged(_ sender: Int, _ sequence: Int) -> [MessagePort.Message.Component] {
@@ -69,7 +69,7 @@ struct PortMessagesSequenceTests {
 
     @Test("§3.22 4 sender threads × 50,000 messages consumed by for await: each exactly once, per-sender order kept, no run loop")
     func fourSendersExactlyOnceInOrder() async throws {
-        let perSender = underTSan ? 2_000 : 50_000
+        let perSender = underSanitizer ? 2_000 : 50_000
         let port = try MessagePort(queueLimit: 64)
         let messages = port.messages()
         for sender in 0..<4 {

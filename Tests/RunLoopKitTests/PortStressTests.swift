@@ -1,7 +1,7 @@
 // Stress: many senders into one bounded port (DESIGN §3.16 under load).
 // 4 sender threads × N messages into one port with queueLimit 64: every message is
 // delivered exactly once and each sender's order is kept. N = 250,000 normally,
-// 5,000 when RUNLOOPKIT_TSAN is set (ThreadSanitizer run).
+// 5,000 when RUNLOOPKIT_SANITIZER is set (the sanitizer runs).
 
 import FoundationEssentials
 import Glibc
@@ -9,7 +9,7 @@ import RunLoopKit
 import Synchronization
 import Testing
 
-private let underTSan = environment("RUNLOOPKIT_TSAN") != nil
+private let underSanitizer = environment("RUNLOOPKIT_SANITIZER") != nil
 
 /// Per-sender sequence checking, touched only on the receiving loop's thread
 /// (locked anyway, so the checker itself is race-free by construction).
@@ -110,17 +110,17 @@ struct PortStressTests {
 
     @Test("stress: 4 senders × N messages into one port (queueLimit 64) — each delivered exactly once, per-sender order kept")
     func fourSendersIntoOneBoundedPort() throws {
-        try run(senders: 4, perSender: underTSan ? 5_000 : 250_000, withPayload: false)
+        try run(senders: 4, perSender: underSanitizer ? 5_000 : 250_000, withPayload: false)
     }
 
     @Test("stress: 4 senders with 8-byte Data payloads — payloads intact, order kept")
     func fourSendersWithPayloads() throws {
-        try run(senders: 4, perSender: underTSan ? 2_000 : 25_000, withPayload: true)
+        try run(senders: 4, perSender: underSanitizer ? 2_000 : 25_000, withPayload: true)
     }
 
     @Test("stress: invalidating a port while 4 senders are blocked on it releases them all with .invalidPort")
     func invalidateReleasesManyBlockedSenders() throws {
-        let rounds = underTSan ? 5 : 25
+        let rounds = underSanitizer ? 5 : 25
         for round in 0..<rounds {
             let port = try MessagePort(queueLimit: 2)
             try port.send(msgid: 0, timeout: .seconds(5))

@@ -1,4 +1,4 @@
-// Test 6: 100,000 random and mutated frames (5,000 under RUNLOOPKIT_TSAN), many with random
+// Test 6: 100,000 random and mutated frames (5,000 under RUNLOOPKIT_SANITIZER), many with random
 // descriptors attached, written into connections of a port whose loop runs on a thread.
 // Afterwards: no crash, the process holds exactly the descriptors it held before, and a
 // well-formed message sent afterwards is delivered.
@@ -377,7 +377,7 @@ let fuzzChildVariable = "RUNLOOPKIT_FUZZ_CHILD"
 struct FuzzChildEntry {
     @Test("child: run the fuzz and report on stderr", .enabled(if: getenv(fuzzChildVariable) != nil))
     func runFuzz() {
-        let frames = getenv("RUNLOOPKIT_TSAN") != nil ? 5_000 : 100_000
+        let frames = getenv("RUNLOOPKIT_SANITIZER") != nil ? 5_000 : 100_000
         let seed = getenv("RUNLOOPKIT_FUZZ_SEED").flatMap { UInt64(String(cString: $0)) }
             ?? UInt64.random(in: 0...UInt64.max)
         let (failures, summary) = Fuzz.run(frames: frames, seed: seed)

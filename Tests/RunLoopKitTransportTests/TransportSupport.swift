@@ -316,4 +316,4 @@ func frame(msgid: UInt32, _ components: [PortFrame.Component] = [], reply: Bool 
 }
 
 /// The scale of the fuzz test: ~5,000 frames under ThreadSanitizer.
-var underSanitizer: Bool { getenv("RUNLOOPKIT_TSAN") != nil }
+var underSanitizer: Bool { getenv("RUNLOOPKIT_SANITIZER") != nil }

@@ -110,23 +110,24 @@ extension MessagePort {
     /// Writes one frame, built in place; waits in poll(2) while the peer's buffer is full.
     /// `countsBlocked`: a wait for room counts in `sendersBlocked` (the async path counts its
     /// own suspension instead, once per send).
-    func sendRemote(msgid: UInt32, components: [Message.Component], replyPort: MessagePort?,
+    func sendRemote(msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?,
                     countsBlocked: Bool = true, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         if let conduit {
-            try sendThroughConduit(conduit, Message(msgid: msgid, components: components, replyPort: replyPort),
+            try sendThroughConduit(conduit, Message(msgid: msgid, payload: payload, replyPort: replyPort),
                                    deadline: deadline)
             return
         }
         guard let remote, isValid else { throw .invalidPort }
         // The usual message, one DATA component and no port, takes one pass over one
         // component and gathers no descriptors.
-        if replyPort == nil, components.count == 1, case .data(let data) = components[0] {
+        if replyPort == nil, case .data(let data) = payload {
             let size = try FrameWriter.size(ofSingleData: data.count)
             try transmit(frameOf: size, descriptors: [], through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
                 FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
             }
             return
         }
+        let components = payload.components
         let size = try FrameWriter.size(of: components)
         // One descriptor per PORT component in table order, then the reply port (spec §3).
         var descriptors: [Int32] = []
@@ -356,7 +357,7 @@ extension MessagePort {
         let sender = record.credentials.flatMap(Sender.init(frameSender:))
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port components and no reply port.
-            return Message(msgid: reader.msgid, components: reader.components { nil }, replyPort: nil, sender: sender)
+            return Message(msgid: reader.msgid, payload: reader.payload { nil }, replyPort: nil, sender: sender)
         }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
@@ -364,8 +365,8 @@ extension MessagePort {
             sockets.append(socket)
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
-        let components = reader.components { proxies.next() }
-        return Message(msgid: reader.msgid, components: components,
+        let payload = reader.payload { proxies.next() }
+        return Message(msgid: reader.msgid, payload: payload,
                        replyPort: reader.hasReplyPort ? proxies.next() : nil, sender: sender)
     }
 

@@ -213,13 +213,11 @@ struct FrameReader {
 
     /// The components in order, DATA copied into `Data` and each PORT taken from `nextPort`
     /// (the frame was validated: it has a descriptor for each).
-    func components(nextPort: () -> MessagePort?) -> [MessagePort.Message.Component] {
-        // The usual message, one DATA component, as an array literal: its storage comes from a
-        // cached metadata accessor, where growing an empty array goes through the generic path.
+    func payload(nextPort: () -> MessagePort?) -> MessagePort.Message.Payload {
+        // The usual message, one DATA component, as a message keeps it: no array.
         if componentCount == 1 && bytes[PortFrame.headerSize] == 1 {
             let start = PortFrame.headerSize + PortFrame.componentEntrySize
-            let data = Data(bytes: bytes.baseAddress! + start, count: bytes.count - start)
-            return [.data(data)]
+            return .data(Data(bytes: bytes.baseAddress! + start, count: bytes.count - start))
         }
         var components: [MessagePort.Message.Component] = []
         components.reserveCapacity(componentCount)
@@ -227,7 +225,7 @@ struct FrameReader {
             components.append(data.map { .data($0.isEmpty ? Data() : Data(bytes: $0.baseAddress!, count: $0.count)) }
                               ?? .port(nextPort()!))
         }
-        return components
+        return .components(components)
     }
 
     /// Calls `body` for each component in order: its DATA bytes, or nil for a PORT.
