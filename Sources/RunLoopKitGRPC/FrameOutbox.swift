@@ -27,10 +27,24 @@ struct FrameOutbox: Sendable {
         try await port.send(msgid: 0, components: [.data(Data(frame))])
     }
 
-    /// Writes every frame with `write` until the outbox is closed or the task cancelled.
-    func drain(_ write: (EncodedFrame) async throws -> Void) async throws {
-        for await message in port.messages() {
-            try await write(EncodedFrame(bytes: message.data ?? Data()))
+    /// The most frames one write hands to the stream.
+    private static let batchLimit = 64
+
+    /// Writes every frame with `write` until the outbox is closed or the task cancelled: the
+    /// frames queued when the writer wakes go together, so a burst costs one hand-off to the
+    /// connection's event loop and one flush instead of one each.
+    func drain(_ write: ([EncodedFrame]) async throws -> Void) async throws {
+        var frames = port.messages().makeAsyncIterator()
+        var batch: [EncodedFrame] = []
+        batch.reserveCapacity(Self.batchLimit)
+        while let first = await frames.next() {
+            batch.append(EncodedFrame(bytes: first.data ?? Data()))
+            // One consumer: a frame counted as queued is taken without suspending.
+            while batch.count < Self.batchLimit, port.queuedCount > 0, let next = await frames.next() {
+                batch.append(EncodedFrame(bytes: next.data ?? Data()))
+            }
+            try await write(batch)
+            batch.removeAll(keepingCapacity: true)
         }
     }
 

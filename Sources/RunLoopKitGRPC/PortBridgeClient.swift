@@ -79,7 +79,7 @@ public final class PortBridgeClient: Service, Sendable {
                 try await client.bidirectionalStreaming(
                     request: StreamingClientRequest(of: EncodedFrame.self) { writer in
                         try await writer.write(EncodedFrame(bytes: Data(open ?? [])))
-                        try await outbox.drain { try await writer.write($0) }
+                        try await outbox.drain { try await writer.write(contentsOf: $0) }
                     },
                     descriptor: BridgeMethod.descriptor,
                     serializer: EncodedFrameSerializer(),

@@ -131,7 +131,7 @@ public final class PortExporter: RegistrableRPCService, Sendable {
         let origin = RemoteOrigin(peer: peer)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                try await outbox.drain { try await writer.write($0) }
+                try await outbox.drain { try await writer.write(contentsOf: $0) }
             }
             // Reading ends when the client half-closes, the stream fails, or the port dies.
             defer { outbox.close() }
