@@ -1,7 +1,9 @@
 // The xhost benchmark: a request/reply round trip over the gRPC bridge on loopback, beside
-// grpc-swift's own bidirectional echo carrying the same payload over the same transport —
-// the floor under any port bridge built on it. Both run in this process, client and server,
-// plaintext on 127.0.0.1.
+// grpc-swift's own bidirectional echo carrying the same payload over the same transport,
+// configured as the bridge configures it (flush coalescing off) — the floor under any port
+// bridge built on it, and the bars' peer. A second echo with gRPC's default configuration
+// (each flush held up to 100 µs for more writes to join it) is reported beside them. All run in
+// this process, client and server, plaintext on 127.0.0.1.
 //
 //   swift run -c release GRPCBridgeBenchmark [--pinned] [--round-trips N] [--payload BYTES]
 //
@@ -90,14 +92,24 @@ struct EchoService: RegistrableRPCService {
     }
 }
 
-func measureGRPCEcho() async throws -> Row {
+/// The echo's round trips, with gRPC's default transport configuration or with flush
+/// coalescing off on both sides, as the bridge runs.
+func measureGRPCEcho(coalescing: Bool) async throws -> Row {
+    let name = coalescing ? "grpc-swift echo, defaults" : "grpc-swift bidi echo"
+    var serverConfig = HTTP2ServerTransport.Posix.Config.defaults
+    var clientConfig = HTTP2ClientTransport.Posix.Config.defaults
+    if !coalescing {
+        serverConfig.connection.flushCoalescing = nil
+        clientConfig.connection.flushCoalescing = nil
+    }
     let server = GRPCServer(transport: HTTP2ServerTransport.Posix(address: .ipv4(host: "127.0.0.1", port: 0),
-                                                                  transportSecurity: .plaintext),
+                                                                  transportSecurity: .plaintext, config: serverConfig),
                             services: [EchoService()])
     let serving = Task { try await server.serve() }
     guard let port = try await server.listeningAddress?.ipv4?.port else { fatalError("echo server did not listen") }
-    let transport = try HTTP2ClientTransport.Posix(target: .ipv4(address: "127.0.0.1", port: port), transportSecurity: .plaintext)
-    var row = Row(name: "grpc-swift bidi echo", latencies: [], perSecond: 0)
+    let transport = try HTTP2ClientTransport.Posix(target: .ipv4(address: "127.0.0.1", port: port),
+                                                   transportSecurity: .plaintext, config: clientConfig)
+    var row = Row(name: name, latencies: [], perSecond: 0)
     try await withGRPCClient(transport: transport) { client in
         let (requests, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         let bytes = Array(payload)
@@ -124,7 +136,7 @@ func measureGRPCEcho() async throws -> Row {
             }
             let rate = Double(options.roundTrips) / ((ContinuousClock.now - start) / .seconds(1))
             continuation.finish()
-            return Row(name: "grpc-swift bidi echo", latencies: latencies, perSecond: rate)
+            return Row(name: name, latencies: latencies, perSecond: rate)
         }
     }
     server.beginGracefulShutdown()
@@ -180,8 +192,10 @@ func measureBridge() async throws -> Row {
 print("Debug build: these figures are not meaningful; run `swift run -c release GRPCBridgeBenchmark`.")
 #endif
 print("xhost: \(options.roundTrips) round trips of \(options.payload) bytes, \(options.window) in flight for the rate, \(options.pinned ? "pinned to CPU 0" : "unpinned")")
-let echo = try await measureGRPCEcho()
+let defaultEcho = try await measureGRPCEcho(coalescing: true)
+let echo = try await measureGRPCEcho(coalescing: false)
 let bridge = try await measureBridge()
+print(defaultEcho.line)
 print(echo.line)
 print(bridge.line)
 let p50 = (bridge.percentile(0.5) / echo.percentile(0.5))

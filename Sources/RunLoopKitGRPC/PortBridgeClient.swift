@@ -31,8 +31,8 @@ public final class PortBridgeClient: Service, Sendable {
     /// default, leaves gRPC's own
     /// (no pings: a silent server is noticed only by the TCP stack, after minutes, or by each
     /// request's own timeout). Throws `.plaintextOffLoopback` for plaintext to a host that is
-    /// not loopback (unless allowed). Any thread; no connection is made until `run()` and the
-    /// first `connect`.
+    /// not loopback (unless allowed). Writes are flushed at once, as the server's are. Any
+    /// thread; no connection is made until `run()` and the first `connect`.
     public init(host: String, port: Int, security: BridgeSecurity, defaultQueueLimit: Int = 64,
                 keepalive: BridgeKeepalive? = nil) throws {
         try security.check(host: host)
@@ -41,6 +41,8 @@ public final class PortBridgeClient: Service, Sendable {
         var config = HTTP2ClientTransport.Posix.Config.defaults
         config.http2.maxFrameSize = 1 << 20
         config.connection.keepalive = keepalive?.client
+        // A flush waits for nothing: see PortBridgeServer.init.
+        config.connection.flushCoalescing = nil
         let transport = try HTTP2ClientTransport.Posix(
             target: .dns(host: host, port: port), transportSecurity: security.clientSecurity, config: config)
         client = GRPCClient(transport: transport)

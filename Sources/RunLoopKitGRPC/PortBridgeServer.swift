@@ -18,7 +18,9 @@ public final class PortBridgeServer: Service, Sendable {
     /// (a ping after two idle hours, client pings at most every five minutes — bridge clients
     /// with keepalive on would be sent away). Throws
     /// `.plaintextOffLoopback` for plaintext on a host that is not loopback, unless allowed.
-    /// Any thread; nothing listens until `run()`.
+    /// Writes are flushed at once (the transport's flush coalescing, which holds a flush up to
+    /// 100 µs for more writes to join it, is off: each stream's writer already sends the frames
+    /// queued when it wakes in one write). Any thread; nothing listens until `run()`.
     public init(host: String, port: Int, security: BridgeSecurity, exporter: PortExporter = PortExporter(),
                 services: [any RegistrableRPCService] = [],
                 keepalive: BridgeKeepalive? = nil) throws(BridgeConfigurationError) {
@@ -27,6 +29,7 @@ public final class PortBridgeServer: Service, Sendable {
         var config = HTTP2ServerTransport.Posix.Config.defaults
         config.rpc.maxRequestPayloadSize = BridgeFrame.maximumFrameSize
         if let keepalive { config.connection.keepalive = keepalive.server }
+        config.connection.flushCoalescing = nil
         let transport = HTTP2ServerTransport.Posix(
             address: .ipv4(host: host, port: port), transportSecurity: security.serverSecurity, config: config)
         server = GRPCServer(transport: transport, services: [exporter] + services)
