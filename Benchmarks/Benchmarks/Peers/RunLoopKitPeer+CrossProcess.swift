@@ -130,7 +130,8 @@ extension RunLoopKitPeer {
             answered.value = seq
             bench_responder_cell_answer(cell.pointer, seq)
             do {
-                try toInitiator.send(msgid: message.msgid, components: message.components, timeout: sendTimeout)
+                // The one Data component was checked above.
+                try toInitiator.send(msgid: message.msgid, components: [.data(message.data!)], timeout: sendTimeout)
             } catch PortError.invalidPort {
                 loop.stop()  // the initiator is gone: it is the one to report why
             } catch {

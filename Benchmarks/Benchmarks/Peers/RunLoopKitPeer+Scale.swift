@@ -56,8 +56,10 @@ extension RunLoopKitPeer {
         let trips = RoundTrips(peer: .runLoopKit, plan: plan)
         responderPort.setHandler { message in
             trips.responderReceived(blockSequence(of: message, bytes: bytes))
-            guard let replyPort = message.replyPort else { fail("RunLoopKit: a ping arrived without its reply port") }
-            sendBlock(to: replyPort, msgid: message.msgid, message.components, from: nil)
+            guard let replyPort = message.replyPort, let payload = message.data else {
+                fail("RunLoopKit: a ping arrived without its reply port or its block")
+            }
+            sendBlock(to: replyPort, msgid: message.msgid, [.data(payload)], from: nil)
         }
         initiatorPort.setHandler { message in
             if let next = trips.initiatorReceived(blockSequence(of: message, bytes: bytes)) {
@@ -85,7 +87,7 @@ extension RunLoopKitPeer {
     /// The sequence number of a scale row's message (its msgid), once its one component was
     /// checked as the block of `bytes` bytes; nil when anything is wrong.
     static func blockSequence(of message: MessagePort.Message, bytes: Int) -> UInt64? {
-        guard message.components.count == 1, case .data(let payload) = message.components[0],
+        guard let payload = message.data, message.data(at: 1) == nil, message.port(at: 1) == nil,
               Payloads.checkBlock(payload, bytes: bytes) else { return nil }
         return UInt64(message.msgid)
     }
