@@ -5,15 +5,17 @@ import GRPCNIOTransportHTTP2
 /// on its connections. A side whose ping goes unacknowledged for `timeout` closes the
 /// connection — a client's: its streams end with `unavailable`, so its proxies are
 /// invalidated (blocked senders and pending requests get `.invalidPort`); a server's begins
-/// gRPC's graceful shutdown of the connection (GOAWAY: no new streams on it). A silent server
-/// is noticed within `interval` + `timeout`: 1.5 s with `default`.
+/// gRPC's graceful shutdown of the connection (GOAWAY: no new streams on it), and a server
+/// closes a connection that has sent nothing at all for `interval` + `timeout`, ending its
+/// streams. A silent server or client is noticed within `interval` + `timeout`: 1.5 s with
+/// `default`.
 ///
 /// Off unless asked for (`PortBridgeClient` and `PortBridgeServer` take nil by default, gRPC's
 /// own settings): the `timeout` is the margin for a peer that is alive but slow to answer — its
 /// event loop busy, its host loaded, the link slow — and one that short is also exceeded by live
 /// peers on loaded hosts. In this package's own test run (a debug build of every suite at once
-/// on two cores) acknowledgements took up to 350 ms, and a 500 ms timeout closed live
-/// connections now and then. Turn it on, on both sides, with margins fitted to the hosts and
+/// on two cores) acknowledgements usually took up to 350 ms, a 500 ms timeout closed live
+/// connections now and then, and once one took longer than 1.5 s. Turn it on, on both sides, with margins fitted to the hosts and
 /// network it runs on; a server must also accept its clients' ping rate
 /// (`minimumClientInterval`).
 ///

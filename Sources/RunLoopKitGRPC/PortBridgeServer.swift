@@ -12,9 +12,10 @@ public final class PortBridgeServer: Service, Sendable {
     private let server: GRPCServer<HTTP2ServerTransport.Posix>
 
     /// A server listening on `host`:`port` (0: a port the system picks; see `listeningPort`).
-    /// `keepalive` pings each client connection after it has been quiet for the interval (a
-    /// client silent past the timeout gets the transport's graceful GOAWAY: no new streams on
-    /// that connection), and sets how often clients may ping it; nil leaves gRPC's defaults
+    /// `keepalive` pings each client connection after it has been quiet for the interval, and
+    /// closes a connection that has sent nothing for the interval plus the timeout (a silent
+    /// client: its streams end, its descriptor is released), and sets how often clients may
+    /// ping it; nil leaves gRPC's defaults
     /// (a ping after two idle hours, client pings at most every five minutes — bridge clients
     /// with keepalive on would be sent away). Throws
     /// `.plaintextOffLoopback` for plaintext on a host that is not loopback, unless allowed.
@@ -28,7 +29,10 @@ public final class PortBridgeServer: Service, Sendable {
         self.exporter = exporter
         var config = HTTP2ServerTransport.Posix.Config.defaults
         config.rpc.maxRequestPayloadSize = BridgeFrame.maximumFrameSize
-        if let keepalive { config.connection.keepalive = keepalive.server }
+        if let keepalive {
+            config.connection.keepalive = keepalive.server
+            config.channelDebuggingCallbacks.onAcceptTCPConnection = SilentClientCloser.install(keepalive)
+        }
         config.connection.flushCoalescing = nil
         let transport = HTTP2ServerTransport.Posix(
             address: .ipv4(host: host, port: port), transportSecurity: security.serverSecurity, config: config)

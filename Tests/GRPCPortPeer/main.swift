@@ -44,7 +44,7 @@ try reader.perform {
     exit(0)
 }
 
-// Accepts the liveness tests' client pings (every 2 s); pings its clients only after a minute.
+// Accepts the liveness tests' client pings (every 3 s); pings its clients only after a minute.
 let server = try PortBridgeServer(host: "127.0.0.1", port: 0, security: .plaintext(),
                                   keepalive: BridgeKeepalive(interval: .seconds(60), timeout: .seconds(20),
                                                              minimumClientInterval: .milliseconds(100)))
