@@ -1,8 +1,9 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-/// Set (to anything) for builds that need only the core targets — the sanitizer runs of
-/// .ci/run: the gRPC bridge, its tests and gRPC, NIO HTTP/2 and NIOSSL are then left out.
+/// Set (to anything) for builds that need only the core targets and their tests — the sanitizer
+/// runs of .ci/run: the benchmarks and SwiftNIO, the gRPC bridge, its tests and gRPC, NIO HTTP/2
+/// and NIOSSL are then left out.
 let coreOnly = Context.environment["RUNLOOPKIT_CORE_ONLY"] != nil
 
 let package = Package(
@@ -14,11 +15,8 @@ let package = Package(
         .library(name: "RunLoopKitMetrics", targets: ["RunLoopKitMetrics"]),
         .executable(name: "example-daemon", targets: ["ExampleDaemon"]),
         .executable(name: "example-client", targets: ["ExampleClient"]),
-        .executable(name: "Benchmarks", targets: ["Benchmarks"]),
     ],
     dependencies: [
-        // Benchmarks only: SwiftNIO is one of the peers we measure against.
-        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         // The adapters' products only: a package that uses the RunLoopKit product builds neither.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -77,22 +75,6 @@ let package = Package(
         ),
 
         // Benchmarks: C peers (eventfd, ring + eventfd, socketpair, sd-event) and the Swift harness.
-        .target(
-            name: "CBenchmarkPeers",
-            dependencies: ["CSystemd"],
-            path: "Benchmarks/CBenchmarkPeers"
-        ),
-        .executableTarget(
-            name: "Benchmarks",
-            dependencies: [
-                "RunLoopKit",
-                "CBenchmarkPeers",
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-            ],
-            path: "Benchmarks/Benchmarks"
-        ),
-
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: ["RunLoopKit", "LoopHost", "ResidentThreadsExample", "PortsAndMessagesExample",
@@ -173,6 +155,29 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The benchmarks, with SwiftNIO, one of the peers they measure against.
+if !coreOnly {
+    package.products.append(.executable(name: "Benchmarks", targets: ["Benchmarks"]))
+    package.dependencies.append(.package(url: "https://github.com/apple/swift-nio", from: "2.101.2"))
+    package.targets += [
+        .target(
+            name: "CBenchmarkPeers",
+            dependencies: ["CSystemd"],
+            path: "Benchmarks/CBenchmarkPeers"
+        ),
+        .executableTarget(
+            name: "Benchmarks",
+            dependencies: [
+                "RunLoopKit",
+                "CBenchmarkPeers",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Benchmarks/Benchmarks"
+        ),
+    ]
+}
 
 // The gRPC bridge: its product, targets and packages, and the examples' `--grpc` flag.
 if !coreOnly {
