@@ -15,9 +15,9 @@ import GRPCNIOTransportHTTP2
 /// event loop busy, its host loaded, the link slow — and one that short is also exceeded by live
 /// peers on loaded hosts. In this package's own test run (a debug build of every suite at once
 /// on two cores) acknowledgements usually took up to 350 ms, a 500 ms timeout closed live
-/// connections now and then, and once one took longer than 1.5 s. Turn it on, on both sides, with margins fitted to the hosts and
-/// network it runs on; a server must also accept its clients' ping rate
-/// (`minimumClientInterval`).
+/// connections now and then, and once one took longer than 1.5 s. Turn it on, on both sides,
+/// with margins fitted to the hosts and network it runs on; a server must also accept its
+/// clients' ping rate (`minimumClientInterval`).
 ///
 /// The cost is one 17-byte PING and its acknowledgement each way per `interval` on every
 /// connection with open streams, written and answered by the transport's event-loop thread;

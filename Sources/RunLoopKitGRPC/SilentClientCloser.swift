@@ -24,13 +24,11 @@ final class SilentClientCloser: ChannelInboundHandler {
     /// The accepted-connection callback of a server with `keepalive`: adds the idle timer and
     /// this handler at the front of the connection's pipeline, on its event loop.
     static func install(_ keepalive: BridgeKeepalive) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
-        let limit = keepalive.interval + keepalive.timeout
-        let (seconds, attoseconds) = limit.components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let limit = TimeAmount(keepalive.interval + keepalive.timeout)
         return { channel in
             channel.eventLoop.submit {
                 try channel.pipeline.syncOperations.addHandlers(
-                    [IdleStateHandler(readTimeout: .nanoseconds(nanoseconds)), SilentClientCloser()], position: .first)
+                    [IdleStateHandler(readTimeout: limit), SilentClientCloser()], position: .first)
             }
         }
     }
