@@ -99,8 +99,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// The queued messages; guarded by `lock`. A property of the port itself rather than of
     /// `state`, so that the send and delivery paths reach it without retaining it.
     let queue = RingBuffer<Message>()
-    /// The batch being delivered, moved out of `queue` under the lock and delivered outside
-    /// it; touched only by the delivering thread while `state.delivering` is set.
+    /// The batch being delivered, taken from `queue` under the lock (by exchanging the two
+    /// buffers when the whole queue fits the pass's limit, so taking costs nothing per message)
+    /// and delivered outside it; touched only by the delivering thread while `state.delivering`
+    /// is set.
     let batch = RingBuffer<Message>()
     /// A receiver is set and messages are queued, or frames can be read into a queue with
     /// room: the loop may service the port without asking the kernel.
@@ -231,30 +233,32 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     }
 
     /// `send(msgid:components:from:before:)` once its components are stored as a message keeps them.
+    /// The payload is `consuming` down to the queue: borrowed, it cost a retain and a release of
+    /// its Data per message.
     @usableFromInline
-    func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?,
+    func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
               before deadline: ContinuousClock.Instant) throws(PortError) {
-        try send(msgid: msgid, payload: payload, from: replyPort, deadline: { deadline })
+        try send(msgid: msgid, payload: consume payload, from: replyPort, deadline: { deadline })
     }
 
     /// `send(msgid:components:from:timeout:)` once its components are stored as a message keeps them.
     @usableFromInline
-    func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?,
+    func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
               timeout: Duration) throws(PortError) {
         // The clock is read only when the send must wait: on the fast path it would cost more
         // than the rest of it.
-        try send(msgid: msgid, payload: payload, from: replyPort, deadline: { ThreadRunLoop.deadline(after: timeout) })
+        try send(msgid: msgid, payload: consume payload, from: replyPort, deadline: { ThreadRunLoop.deadline(after: timeout) })
     }
 
     @inline(__always)
-    private func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?,
+    private func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
                       deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         if isProxy {
             try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)
         } else if lockIfRoom() {
-            appendLocked(Message(msgid: msgid, payload: payload, replyPort: replyPort))
+            appendLocked(Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
         } else {
-            try enqueueWaiting(Message(msgid: msgid, payload: payload, replyPort: replyPort), deadline: deadline)
+            try enqueueWaiting(Message(msgid: msgid, payload: consume payload, replyPort: replyPort), deadline: deadline)
         }
     }
 
@@ -293,7 +297,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                 throw .timedOut
             }
         }
-        appendLocked(message)
+        appendLocked(consume message)
     }
 
     /// Appends with the lock held, releases it, and tells the receiving loop if this starts a burst.
@@ -301,10 +305,10 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(__always)
     func appendLocked(_ message: consuming Message) {
         if let consumer = state.waitingConsumer {
-            handOffLocked(message, to: consumer)
+            handOffLocked(consume message, to: consumer)
             return
         }
-        queue.append(message)
+        queue.append(consume message)
         state.statistics.accepted(queued: queue.count)
         var loop: ThreadRunLoop?
         if state.hasReceiver {
@@ -467,7 +471,11 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return 1
         }
         state.delivering = true
-        for _ in 0..<min(limit, queue.count) { batch.append(queue.popFirst()!) }
+        if queue.count <= limit {
+            queue.swapContents(with: batch)
+        } else {
+            for _ in 0..<limit { batch.append(queue.popFirst()!) }
+        }
         let room = didTakeLocked()
         lock.unlock()
         give(room)

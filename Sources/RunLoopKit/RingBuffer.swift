@@ -25,7 +25,7 @@ final class RingBuffer<Element> {
     @inline(__always)
     func append(_ element: consuming Element) {
         if count == capacity { grow() }
-        (storage + ((head + count) & (capacity - 1))).initialize(to: element)
+        (storage + ((head + count) & (capacity - 1))).initialize(to: consume element)
         count += 1
     }
 
@@ -36,6 +36,14 @@ final class RingBuffer<Element> {
         head = (head + 1) & (capacity - 1)
         count -= 1
         return element
+    }
+
+    /// Exchanges the contents of two buffers in O(1): taking a whole queue costs no copies.
+    func swapContents(with other: RingBuffer<Element>) {
+        swap(&storage, &other.storage)
+        swap(&capacity, &other.capacity)
+        swap(&head, &other.head)
+        swap(&count, &other.count)
     }
 
     func removeAll() {

@@ -191,6 +191,32 @@ struct MessagePortTests {
         port.invalidate()
     }
 
+    @Test("§3.16 a queue longer than one pass's batch arrives whole and in order, with other sources run between passes")
+    func longQueueSpansPassesInOrder() throws {
+        let total = 2_500
+        let (order, deliveredWhenSourceRan) = try #require(onLoopThread { loop -> ([UInt32], Int) in
+            let port = try! MessagePort(queueLimit: total)
+            let got = Recorder<UInt32>()
+            let sourceSaw = Recorder<Int>()
+            let source = RunLoopSource(perform: { sourceSaw.append(got.count) })
+            port.setHandler { message in
+                got.append(message.msgid)
+                if message.msgid == 0 { source.signal() }
+                if got.count == total { loop.stop() }
+            }
+            loop.add(source, forMode: .default)
+            loop.add(port, forMode: .default)
+            for msgid in 0..<total { try! port.send(msgid: UInt32(msgid), timeout: .seconds(5)) }
+            loop.run(mode: .default, for: .seconds(30), returnAfterSourceHandled: false)
+            port.invalidate()
+            return (got.values, sourceSaw.values.first ?? -1)
+        })
+        #expect(order == (0..<UInt32(total)).map { $0 })
+        // The source signalled by the first message ran after that pass's batch and before the
+        // queue was drained: a pass takes a bounded batch, however long the queue.
+        #expect(deliveredWhenSourceRan > 0 && deliveredWhenSourceRan < total)
+    }
+
     @Test("§3.16 §3.7 a handler that runs the loop again gets the rest of its own batch first: order per sender holds in nested runs")
     func nestedRunKeepsOrder() throws {
         let order = try #require(onLoopThread { loop -> [UInt32] in
