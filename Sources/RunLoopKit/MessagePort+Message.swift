@@ -33,29 +33,6 @@ extension MessagePort {
         /// The components as stored.
         @usableFromInline var payload: Payload
 
-        /// A message with `msgid`, `components` and an optional reply port. Any thread.
-        public init(msgid: UInt32, components: [Component] = [], replyPort: MessagePort? = nil) {
-            self.msgid = msgid
-            payload = .components(components)
-            self.replyPort = replyPort
-        }
-
-        /// A message with its components as stored.
-        @usableFromInline
-        init(msgid: UInt32, payload: Payload, replyPort: MessagePort?) {
-            self.msgid = msgid
-            self.payload = payload
-            self.replyPort = replyPort
-        }
-
-        /// A message read from a frame, with the sender the kernel reported.
-        init(msgid: UInt32, payload: Payload, replyPort: MessagePort?, sender: MessagePort.Sender?) {
-            self.msgid = msgid
-            self.payload = payload
-            self.replyPort = replyPort
-            kernelSender = sender
-        }
-
         /// The Data component at `index`, or nil when there is none or it is a port. Any thread; O(1).
         public func data(at index: Int) -> Data? {
             switch payload {
@@ -96,6 +73,25 @@ extension MessagePort {
 }
 
 extension MessagePort.Message {
+    /// A message with `msgid`, `components` and an optional reply port. Any thread.
+    public init(msgid: UInt32, components: [Component] = [], replyPort: MessagePort? = nil) {
+        self.init(msgid: msgid, replyPort: replyPort, payload: .components(components))
+    }
+
+    /// A message with its components as stored. Every initializer goes through the memberwise
+    /// one (they are in an extension so that the struct keeps it), which builds the value in one
+    /// step: one assigning the fields of `self` leaves a copy and a destroy of the whole message
+    /// that the optimizer does not remove (a retain and a release of its Data per `send`).
+    @usableFromInline
+    init(msgid: UInt32, payload: Payload, replyPort: MessagePort?) {
+        self.init(msgid: msgid, replyPort: replyPort, payload: payload)
+    }
+
+    /// A message read from a frame, with the sender the kernel reported.
+    init(msgid: UInt32, payload: Payload, replyPort: MessagePort?, sender: MessagePort.Sender?) {
+        self.init(msgid: msgid, replyPort: replyPort, kernelSender: sender, payload: payload)
+    }
+
     /// How a message keeps its components: one Data alone needs no array, so a sender's
     /// `[.data(bytes)]` literal can be optimized away and the message carries only the Data.
     @usableFromInline
