@@ -58,11 +58,8 @@ final class FanIn: @unchecked Sendable {
     /// per-sender credit window).
     @discardableResult
     func receive(_ payload: Data) -> Int {
-        let word = payload.count >= 8 ? payload.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } : .max
-        let sender = Int(word >> 48)
-        guard sender < Self.senders,
-              let last = Payloads.checkStream(payload, expected: UInt64(sender) << 48 | expected[sender]) else {
-            fail("\(peer.rawValue): fan-in message from sender \(sender) arrived wrong or out of order")
+        guard let (sender, last) = Payloads.checkFanIn(payload, expected: expected, senders: Self.senders) else {
+            fail("\(peer.rawValue): a fan-in message arrived wrong or out of its sender's order")
         }
         expected[sender] += 1
         received += 1

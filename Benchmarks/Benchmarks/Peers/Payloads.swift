@@ -36,6 +36,22 @@ enum Payloads {
         }
     }
 
+    /// Checks a fan-in payload, whose word 0 is `sender << 48 | n`, against that sender's next
+    /// `n` in `expected` (indexed by sender, `senders` of them): returns the sender and whether
+    /// it was that sender's last payload, or nil when it is wrong. One read of the bytes, as
+    /// `checkStream` makes, so that a fan-in message costs the receiver what a stream message does.
+    static func checkFanIn(_ data: Data, expected: UnsafePointer<UInt64>, senders: Int) -> (sender: Int, last: Bool)? {
+        guard data.count == Int(BENCH_PAYLOAD_BYTES) else { return nil }
+        return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: Int(BENCH_PAYLOAD_WORDS)) { words in
+            data.withUnsafeBytes { UnsafeMutableRawBufferPointer(words).copyMemory(from: $0) }
+            let sender = Int(words[0] >> 48)
+            guard sender < senders else { return nil }
+            var last: Int32 = 0
+            guard bench_payload_check(words.baseAddress, UInt64(sender) << 48 | expected[sender], &last) != 0 else { return nil }
+            return (sender, last != 0)
+        }
+    }
+
     /// A scale row's payload of `bytes` bytes (byte i is a pattern of i), built once per point
     /// and sent again and again: in process a `Data` is shared, not copied.
     static func block(_ bytes: Int) -> Data {
