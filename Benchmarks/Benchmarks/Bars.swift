@@ -87,11 +87,15 @@ struct Bar: Sendable {
         })
 
         // The C exchange asleep in epoll_wait is the floor under any loop that sleeps on more
-        // than one descriptor; the blocking C peer (the row's ×C baseline) is reported beside.
+        // than one descriptor; the blocking C peer (the row's ×C baseline) is reported beside,
+        // and so is the same C loop reading each packet's sender credentials, as RunLoopKit does
+        // to fill `Message.sender` (the kernel's part of that is inside this bar's ratio).
         let crossProcess = row(.xprocess, .runLoopKit)
+        let credentialsFloor = row(.xprocess, .cSocketpairEpollCredentials)?.p50
         bars.append(bar("MessagePort cross-process ping-pong p50 ≤ 1.15× C socketpair + epoll (SEQPACKET, two processes)",
                         crossProcess?.p50.flatMap { p50 in row(.xprocess, .cSocketpairEpoll)?.p50.map { (p50, $0) } }) { p50, floor in
             (p50 <= 1.15 * floor, String(format: "%.2f× (%.2f µs vs %.2f µs)", p50 / floor, p50, floor)
+                + (credentialsFloor.map { String(format: "; %.2f× C socketpair + epoll + credentials (%.2f µs)", p50 / $0, $0) } ?? "")
                 + (crossProcess.flatMap(report.ratio).map { String(format: "; %.2f× blocking C socketpair", $0) } ?? ""))
         })
 

@@ -84,6 +84,10 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only, a reference: the C socketpair ping-pong with each side asleep in
     /// epoll_wait(2), as any event loop sleeps (see `bench_socketpair_epoll_xprocess`).
     case cSocketpairEpoll = "C socketpair + epoll"
+    /// Cross-process only, a reference: the same with each side reading every packet's sender
+    /// credentials, as RunLoopKit does for `Message.sender` (see
+    /// `bench_socketpair_epoll_credentials_xprocess`).
+    case cSocketpairEpollCredentials = "C socketpair + epoll + credentials"
     /// Ping-pong only, a reference: two threads waking each other through a futex word
     /// (FUTEX_WAIT_PRIVATE / FUTEX_WAKE_PRIVATE), the floor of RunLoopKit's sleep in a mode with
     /// nothing the kernel must watch (see `bench_futex_pingpong`).
@@ -102,7 +106,7 @@ enum Peer: String, CaseIterable, Sendable {
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
-        case .swiftRing, .componentRing, .cSocketpairEpoll, .cFutex, .cEventfdEpoll: true
+        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll: true
         default: false
         }
     }

@@ -46,10 +46,10 @@ enum Chart {
 
     // ---- Layout ---------------------------------------------------------------------
 
-    private static let width = 980.0
-    private static let labelWidth = 190.0
-    private static let plotLeft = 200.0
-    private static let plotRight = 880.0
+    private static let width = 1020.0
+    private static let labelWidth = 230.0
+    private static let plotLeft = 240.0
+    private static let plotRight = 920.0
     private static let rowHeight = 17.0
     private static let panelHeader = 24.0
     private static let panelGap = 18.0
@@ -236,7 +236,7 @@ enum Chart {
             case .nio: fill = "#009e73"
             case .foundation: fill = "#7b5aa6"
             case .defaultActor, .asyncStream: fill = "#56b4e9"
-            case .swiftRing, .componentRing, .cSocketpairEpoll, .cFutex, .cEventfdEpoll:
+            case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll:
                 fill = "#ffffff"
                 stroke = " stroke=\"#555\" stroke-dasharray=\"3 2\""
             }

@@ -11,7 +11,7 @@ import Foundation
 /// a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs (`threads`).
 /// `Chart` reads this shape back (`--from-json`). `references` holds the rows of reference peers
 /// (`Peer.isReference`: the Swift Data and [Component] rings, C futex, C eventfd + epoll,
-/// C socketpair + epoll), kept out of `results` so that `results` names only the peers the
+/// C socketpair + epoll with and without credentials), kept out of `results` so that `results` names only the peers the
 /// benchmark compares.
 /// A latency row has null msgs_per_s; a throughput row null percentiles. `ratio_to_c` is
 /// relative to the peer named by `baseline` (the workload's C baseline).

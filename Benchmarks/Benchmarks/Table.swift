@@ -49,7 +49,7 @@ enum Table {
             Reference rows (floors to read the others against, not peers; see Benchmarks/README.md): \
             C futex and C eventfd + epoll (pingpong, idle: the kernel's floors under RunLoopKit's \
             futex and epoll sleeps), Swift Data ring and Swift [Component] ring (throughput), \
-            C socketpair + epoll (xprocess).
+            C socketpair + epoll, and the same reading each packet's sender credentials (xprocess).
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
             same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
             RSS Δ: growth over the stream after warm-up. \

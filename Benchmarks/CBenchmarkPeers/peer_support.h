@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -47,10 +48,14 @@ typedef struct bench_seqpacket_end {
     int fd;
     int epfd;
     int wakefd;
+    /// 0, or the process every packet must come from as its SCM_CREDENTIALS say
+    /// (`bench_seqpacket_expect_credentials`): what a loop that tells its callers who sent
+    /// each message pays the kernel for it.
+    pid_t peer_pid;
 } bench_seqpacket_end;
 
 static inline bench_seqpacket_end bench_seqpacket_blocking_end(int fd) {
-    return (bench_seqpacket_end){ .fd = fd, .epfd = -1, .wakefd = -1 };
+    return (bench_seqpacket_end){ .fd = fd, .epfd = -1, .wakefd = -1, .peer_pid = 0 };
 }
 
 /// Makes `*end` for `fd`: blocking, or (`through_epoll`) waiting through epoll. Returns 0,
@@ -76,8 +81,42 @@ static inline void bench_seqpacket_end_close(bench_seqpacket_end end) {
     if (end.wakefd >= 0) close(end.wakefd);
 }
 
+#ifdef SCM_CREDENTIALS
+/// Makes every packet `end` receives carry its sender's credentials (SO_PASSCRED), and
+/// `bench_seqpacket_recv_u64` check that they name `peer`. Returns 0 when the option could
+/// not be set. Needs _GNU_SOURCE (struct ucred), as the kernel's own headers do.
+static inline int bench_seqpacket_expect_credentials(bench_seqpacket_end *end, pid_t peer) {
+    int on = 1;
+    if (setsockopt(end->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) return 0;
+    end->peer_pid = peer;
+    return 1;
+}
+
+/// `bench_seqpacket_recv_u64`'s receive, and its results, for an end that expects credentials:
+/// -1 (as a malformed packet) when they are missing or name another process.
+static inline int bench_seqpacket_recv_credited(bench_seqpacket_end end, uint64_t *value, int flags) {
+    union {
+        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = { .iov_base = value, .iov_len = sizeof *value };
+    struct msghdr message = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes,
+                              .msg_controllen = sizeof control.bytes };
+    ssize_t n;
+    while ((n = recvmsg(end.fd, &message, flags)) < 0 && errno == EINTR) {}
+    if (n < 0) return -2;
+    if (n == 0) return 0;
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    if (header == NULL || header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_CREDENTIALS) return -1;
+    struct ucred credentials;
+    memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
+    return credentials.pid == end.peer_pid && n == (ssize_t)sizeof *value ? 1 : -1;
+}
+#endif
+
 /// Receives one packet: 1 for exactly 8 bytes, 0 at end-of-stream, -1 for a packet of
-/// another length (MSG_TRUNC reports the real length of a longer one), -2 if recv failed.
+/// another length (MSG_TRUNC reports the real length of a longer one) or without the
+/// expected credentials, -2 if recv failed.
 static inline int bench_seqpacket_recv_u64(bench_seqpacket_end end, uint64_t *value) {
     ssize_t n;
     if (end.epfd >= 0) {
@@ -87,6 +126,9 @@ static inline int bench_seqpacket_recv_u64(bench_seqpacket_end end, uint64_t *va
         if (ready < 0) return -2;
     }
     int flags = MSG_TRUNC | (end.epfd >= 0 ? MSG_DONTWAIT : 0);
+#ifdef SCM_CREDENTIALS
+    if (end.peer_pid > 0) return bench_seqpacket_recv_credited(end, value, flags);
+#endif
     while ((n = recv(end.fd, value, sizeof *value, flags)) < 0 && errno == EINTR) {}
     if (n < 0) return -2;
     if (n == 0) return 0;

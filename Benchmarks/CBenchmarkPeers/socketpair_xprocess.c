@@ -6,7 +6,10 @@
 ///
 /// The same exchange with each side asleep in epoll_wait(2) instead (on its socket and an
 /// eventfd, then a non-blocking recv) is the `C socketpair + epoll` reference: what the
-/// kernel charges any event loop, which must sleep on more than one descriptor.
+/// kernel charges any event loop, which must sleep on more than one descriptor. With each
+/// packet's sender credentials read as well (SO_PASSCRED, recvmsg, the pid checked), it is
+/// the `C socketpair + epoll + credentials` reference: what the kernel charges a loop that
+/// tells its callers which process sent each message, as RunLoopKit's `Message.sender` does.
 
 #define _GNU_SOURCE
 #include <sys/socket.h>
@@ -17,10 +20,10 @@
 /// The responder's exit statuses, turned into the initiator's failure strings.
 enum {
     RESPONDER_DONE = 0,            // end-of-stream after the initiator's last ping
-    RESPONDER_MALFORMED = 1,       // a packet that was not exactly 8 bytes
+    RESPONDER_MALFORMED = 1,       // a packet that was not exactly 8 bytes, or not from its parent
     RESPONDER_OUT_OF_SEQUENCE = 2, // a ping other than the next sequence number
     RESPONDER_RECV_FAILED = 3,
-    RESPONDER_EPOLL_FAILED = 4,    // its epoll set could not be built
+    RESPONDER_EPOLL_FAILED = 4,    // its epoll set could not be built, or SO_PASSCRED set
 };
 
 static int32_t responder_cpu(const void *context) {
@@ -28,9 +31,10 @@ static int32_t responder_cpu(const void *context) {
 }
 
 /// The child: echoes every ping until the initiator closes its end.
-static _Noreturn void responder_main(int fd, int through_epoll, bench_responder_cell *cell) {
+static _Noreturn void responder_main(int fd, int through_epoll, int credentials, bench_responder_cell *cell) {
     bench_seqpacket_end end;
-    if (!bench_seqpacket_open_end(fd, through_epoll, &end)) {
+    if (!bench_seqpacket_open_end(fd, through_epoll, &end) ||
+        (credentials && !bench_seqpacket_expect_credentials(&end, getppid()))) {
         bench_seqpacket_send_u64(fd, BENCH_POISON_VALUE);
         _exit(RESPONDER_EPOLL_FAILED);
     }
@@ -59,12 +63,12 @@ static const char *responder_failure(int status) {
     case RESPONDER_MALFORMED: return "C socketpair: responder received a malformed packet";
     case RESPONDER_OUT_OF_SEQUENCE: return "C socketpair: responder received an out-of-sequence ping";
     case RESPONDER_RECV_FAILED: return "C socketpair: responder's recv failed";
-    case RESPONDER_EPOLL_FAILED: return "C socketpair: responder could not build its epoll set";
+    case RESPONDER_EPOLL_FAILED: return "C socketpair: responder could not build its epoll set or set SO_PASSCRED";
     default: return "C socketpair: responder process exited with an unexpected status";
     }
 }
 
-static void xprocess(const bench_latency_plan *plan, bench_latency_result *result, int through_epoll) {
+static void xprocess(const bench_latency_plan *plan, bench_latency_result *result, int through_epoll, int credentials) {
     bench_latency_recorder recorder;
     bench_recorder_init(&recorder, plan, result, 2);
     bench_responder_cell *cell = bench_responder_cell_create(NULL);
@@ -88,13 +92,14 @@ static void xprocess(const bench_latency_plan *plan, bench_latency_result *resul
     }
     if (pid == 0) {
         close(fds[0]);
-        responder_main(fds[1], through_epoll, cell);
+        responder_main(fds[1], through_epoll, credentials, cell);
     }
     close(fds[1]);
 
     bench_seqpacket_end end;
     uint64_t sent = 0;
     if (!bench_seqpacket_open_end(fds[0], through_epoll, &end)) result->failure = "C socketpair: epoll set could not be built";
+    else if (credentials && !bench_seqpacket_expect_credentials(&end, pid)) result->failure = "C socketpair: SO_PASSCRED failed";
     else sent = bench_seqpacket_initiate(end, &recorder, responder_cpu, cell, &result->failure);
     bench_seqpacket_end_close(end);
     close(fds[0]);  // end-of-stream: the responder exits
@@ -110,9 +115,13 @@ static void xprocess(const bench_latency_plan *plan, bench_latency_result *resul
 }
 
 void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
-    xprocess(plan, result, 0);
+    xprocess(plan, result, 0, 0);
 }
 
 void bench_socketpair_epoll_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
-    xprocess(plan, result, 1);
+    xprocess(plan, result, 1, 0);
+}
+
+void bench_socketpair_epoll_credentials_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
+    xprocess(plan, result, 1, 1);
 }

@@ -14,7 +14,8 @@ import CBenchmarkPeers
 /// baseline) and MessagePort's socketpair transport; the other frameworks have no port
 /// that crosses a process boundary; "RunLoopKit xnamed" is the same exchange over a published
 /// name (the initiator publishes, the responder connects by name). Its "C socketpair + epoll" reference is the baseline
-/// asleep in epoll_wait: the kernel's floor under any event loop.
+/// asleep in epoll_wait: the kernel's floor under any event loop; "C socketpair + epoll +
+/// credentials" also reads each packet's sender credentials, as RunLoopKit does for `sender`.
 /// `idle` is RunLoopKit's ping-pong with idle items, beside the same C eventfd baseline; its
 /// bar reads it against the `pingpong` row. `fanin` has the C ring's four-sender variant as
 /// its baseline and the two Swift peers a daemon would feed from several threads. The scale
@@ -36,7 +37,7 @@ enum Catalogue {
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
-            [.cSocketpair, .cSocketpairEpoll, .runLoopKit, .runLoopKitNamed]
+            [.cSocketpair, .cSocketpairEpoll, .cSocketpairEpollCredentials, .runLoopKit, .runLoopKitNamed]
         case .actorhop:
             [.cEventfd, .defaultActor, .nio, .runLoopKit]
         case .asyncstream:
@@ -83,6 +84,7 @@ enum Catalogue {
         case (.perform, .runLoopKit): RunLoopKitPeer.wakeUp(plan)
         case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
         case (.xprocess, .cSocketpairEpoll): CPeers.latency(plan, bench_socketpair_epoll_xprocess)
+        case (.xprocess, .cSocketpairEpollCredentials): CPeers.latency(plan, bench_socketpair_epoll_credentials_xprocess)
         case (.xprocess, .runLoopKit): RunLoopKitPeer.crossProcessPingPong(plan)
         case (.actorhop, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
         case (.actorhop, .defaultActor): DefaultActorPeer.actorHop(plan)

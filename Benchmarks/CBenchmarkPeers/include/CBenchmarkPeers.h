@@ -198,6 +198,11 @@ void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_res
 /// a non-blocking recv: the kernel's floor under any event loop's cross-process ping-pong.
 void bench_socketpair_epoll_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
 
+/// The same, each side also reading every packet's sender credentials (SO_PASSCRED; recvmsg
+/// with SCM_CREDENTIALS, the pid checked): the floor under a loop that reports a
+/// kernel-verified sender with each message.
+void bench_socketpair_epoll_credentials_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
+
 /// Ping-pong, two threads each running its own sd_event loop (libsystemd) with an io
 /// source on its eventfd; handlers read the ping and write the pong.
 void bench_sdevent_pingpong(const bench_latency_plan *plan, bench_latency_result *result);
