@@ -58,15 +58,7 @@ struct BridgeFailureTests {
         let payload = Data(repeating: 0x5A, count: 64 * 1024)
         // One thread and one task keep sending, each with a minute to wait for room, until a
         // send fails: they end up blocked and suspended on the full stream.
-        async let blocked: PortError? = onThread("blocked sender") {
-            while true {
-                do throws(PortError) {
-                    try proxy.send(msgid: 1, components: [.data(payload)], timeout: .seconds(60))
-                } catch {
-                    return error
-                }
-            }
-        }
+        async let blocked = sendUntilFailure(proxy, msgid: 1, payload: payload, timeout: .seconds(60))
         let suspended = Task {
             while true { try await proxy.send(msgid: 2, components: [.data(payload)]) }
         }

@@ -45,17 +45,7 @@ extension KeepaliveSensitive {
             // A thread and a task send on the other stream until it is full, each with 30 s (or no
             // limit) to wait for room: the thread blocks and the task suspends.
             let payload = Data(repeating: 0x3C, count: 64 * 1024)
-            let blocked = Task {
-                await onThread("blocked sender") { () -> PortError in
-                    while true {
-                        do throws(PortError) {
-                            try full.send(msgid: 2, components: [.data(payload)], timeout: .seconds(30))
-                        } catch {
-                            return error
-                        }
-                    }
-                }
-            }
+            let blocked = Task { await sendUntilFailure(full, msgid: 2, payload: payload, timeout: .seconds(30)) }
             let suspended = Task {
                 while true { try await full.send(msgid: 3, components: [.data(payload)]) }
             }

@@ -137,6 +137,20 @@ func onThread<T: Sendable>(_ name: String, _ body: @escaping @Sendable () -> T) 
     }
 }
 
+/// Sends `payload` to `port` from a new thread, each send waiting up to `timeout` for room,
+/// until one fails; returns that failure (a sender left blocked on a full stream).
+func sendUntilFailure(_ port: MessagePort, msgid: UInt32, payload: Data, timeout: Duration) async -> PortError {
+    await onThread("blocked sender") { () -> PortError in
+        while true {
+            do throws(PortError) {
+                try port.send(msgid: msgid, components: [.data(payload)], timeout: timeout)
+            } catch {
+                return error
+            }
+        }
+    }
+}
+
 func bytes(_ text: String) -> Data { Data(text.utf8) }
 
 /// The synchronous `sendRequest`, on a resident thread of its own whose loop it runs.
