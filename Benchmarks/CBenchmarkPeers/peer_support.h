@@ -92,9 +92,9 @@ static inline int bench_seqpacket_expect_credentials(bench_seqpacket_end *end, p
     return 1;
 }
 
-/// `bench_seqpacket_recv_u64`'s receive, and its results, for an end that expects credentials:
-/// -1 (as a malformed packet) when they are missing or name another process.
-static inline int bench_seqpacket_recv_credited(bench_seqpacket_end end, uint64_t *value, int flags) {
+/// `bench_seqpacket_recv_u64`'s receive for an end that expects credentials: recvmsg's
+/// result, and in `*credited` whether the packet's SCM_CREDENTIALS name the expected process.
+static inline ssize_t bench_seqpacket_recv_credited(bench_seqpacket_end end, uint64_t *value, int flags, int *credited) {
     union {
         char bytes[CMSG_SPACE(sizeof(struct ucred))];
         struct cmsghdr align;
@@ -104,13 +104,14 @@ static inline int bench_seqpacket_recv_credited(bench_seqpacket_end end, uint64_
                               .msg_controllen = sizeof control.bytes };
     ssize_t n;
     while ((n = recvmsg(end.fd, &message, flags)) < 0 && errno == EINTR) {}
-    if (n < 0) return -2;
-    if (n == 0) return 0;
-    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
-    if (header == NULL || header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_CREDENTIALS) return -1;
-    struct ucred credentials;
-    memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
-    return credentials.pid == end.peer_pid && n == (ssize_t)sizeof *value ? 1 : -1;
+    struct cmsghdr *header = n > 0 ? CMSG_FIRSTHDR(&message) : NULL;
+    *credited = 0;
+    if (header != NULL && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS) {
+        struct ucred credentials;
+        memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
+        *credited = credentials.pid == end.peer_pid;
+    }
+    return n;
 }
 #endif
 
@@ -126,13 +127,15 @@ static inline int bench_seqpacket_recv_u64(bench_seqpacket_end end, uint64_t *va
         if (ready < 0) return -2;
     }
     int flags = MSG_TRUNC | (end.epfd >= 0 ? MSG_DONTWAIT : 0);
+    int credited = 1;
 #ifdef SCM_CREDENTIALS
-    if (end.peer_pid > 0) return bench_seqpacket_recv_credited(end, value, flags);
+    if (end.peer_pid > 0) n = bench_seqpacket_recv_credited(end, value, flags, &credited);
+    else
 #endif
     while ((n = recv(end.fd, value, sizeof *value, flags)) < 0 && errno == EINTR) {}
     if (n < 0) return -2;
     if (n == 0) return 0;
-    return n == (ssize_t)sizeof *value ? 1 : -1;
+    return n == (ssize_t)sizeof *value && credited ? 1 : -1;
 }
 
 /// The stream producers' clock, one step per message `seq`: at the end of the warm-up it
