@@ -256,7 +256,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         if isProxy {
             try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)
         } else if lockIfRoom() {
-            appendLocked(Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
+            appendLocked(msgid: msgid, payload: consume payload, replyPort: replyPort)
         } else {
             try enqueueWaiting(Message(msgid: msgid, payload: consume payload, replyPort: replyPort), deadline: deadline)
         }
@@ -309,6 +309,27 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             return
         }
         queue.append(consume message)
+        didAppendLocked()
+    }
+
+    /// `appendLocked(_:)` for the fast path of `send`, which builds the message straight into
+    /// its slot. A message is too large to stay in registers: built on the stack first, it was
+    /// copied twice on its way to the slot, and read back with wider loads than its fields were
+    /// stored with, which stalls the store forwarding (measured: a third of `send`'s time).
+    @inline(__always)
+    func appendLocked(msgid: UInt32, payload: consuming Message.Payload, replyPort: MessagePort?) {
+        if let consumer = state.waitingConsumer {
+            handOffLocked(Message(msgid: msgid, payload: consume payload, replyPort: replyPort), to: consumer)
+            return
+        }
+        queue.append(Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
+        didAppendLocked()
+    }
+
+    /// After a message was queued (lock held): counts it, releases the lock, and tells the
+    /// receiving loop if this starts a burst.
+    @inline(__always)
+    func didAppendLocked() {
         state.statistics.accepted(queued: queue.count)
         var loop: ThreadRunLoop?
         if state.hasReceiver {
