@@ -42,6 +42,9 @@ enum Workload: String, CaseIterable, Sendable {
         self == .pingpong || self == .idle || self == .perform || self == .xprocess || self == .actorhop
     }
 
+    /// Whether rows of this workload are a message rate through a bounded queue.
+    var isStream: Bool { self == .throughput || self == .fanin || self == .asyncstream }
+
     /// Rows of several points each (`ScalePoint`), reported in their own table and not in the
     /// bars: how a cost grows with payload size or thread count.
     var isScale: Bool { self == .payloads || self == .xpayloads || self == .threads }
@@ -125,12 +128,12 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
     var peer: Peer
     var regime: Regime
 
-    /// Pinned latency cases run twice, in two child processes far apart in the run, each
-    /// with half the budget, and the row keeps the run with the lower p50. On these VMs one
-    /// process's round trips can cost up to 1.5× more than the next one's, for a few seconds
-    /// at a time, for the C baselines and the frameworks alike; one such stretch then no
-    /// longer decides a ratio on its own. Every peer is measured the same way.
-    var runsTwice: Bool { regime == .pinned && workload.measuresLatency }
+    /// Pinned latency and stream cases run twice, in two child processes far apart in the run,
+    /// each with half the budget, and the row keeps the faster run (`CaseResult.isFaster`). On
+    /// these VMs one process can run up to 1.5× slower than the next, for a few seconds at a
+    /// time, for the C baselines and the frameworks alike; one such stretch then no longer
+    /// decides a ratio on its own. Every peer is measured the same way.
+    var runsTwice: Bool { regime == .pinned && (workload.measuresLatency || workload.isStream) }
 
     /// The single-argument form passed to a child process: `workload/peer/regime`.
     var description: String { "\(workload.rawValue)/\(peer.rawValue)/\(regime.rawValue)" }

@@ -27,6 +27,14 @@ struct CaseResult: Sendable {
     /// getrusage(RUSAGE_SELF).ru_maxrss of the child, which ran only this case.
     var peakRSSBytes: Int64
 
+    /// Whether this run measured its case faster than `other`, an earlier run of the same case:
+    /// a lower p50, or a higher rate.
+    func isFaster(than other: CaseResult) -> Bool {
+        if let p50 { return p50 < other.p50 ?? .infinity }
+        if let messagesPerSecond { return messagesPerSecond > other.messagesPerSecond ?? 0 }
+        return false
+    }
+
     init(_ benchmarkCase: BenchmarkCase, latency summary: LatencySummary, measurement: LatencyMeasurement) {
         self.benchmarkCase = benchmarkCase
         p50 = summary.p50
