@@ -76,15 +76,16 @@ extension MessagePort {
         try await send(msgid: msgid, payload: Message.Payload(sending: components), from: replyPort)
     }
 
-    /// The async `send` once its components are stored as a message keeps them.
+    /// The async `send` once its components are stored as a message keeps them; the payload is
+    /// `consuming` down to the queue, as in the blocking `send`.
     @usableFromInline
-    func send(msgid: UInt32, payload: Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
+    func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
         if isProxy {
             try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort)
         } else if lockIfRoom() {
-            appendLocked(Message(msgid: msgid, payload: payload, replyPort: replyPort))
+            appendLocked(msgid: msgid, payload: consume payload, replyPort: replyPort)
         } else {
-            try await enqueueSuspending(Message(msgid: msgid, payload: payload, replyPort: replyPort))
+            try await enqueueSuspending(Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
         }
     }
 
