@@ -105,6 +105,47 @@ struct MessagePortTests {
         port.invalidate()
     }
 
+    @Test("§3.16 senders blocked on a full queue all get in after one take makes room, each woken sender waking the next")
+    func blockedSendersAllGetInAfterOneTake() throws {
+        let port = try MessagePort(queueLimit: 8)
+        for msgid in 0..<8 { try port.send(msgid: UInt32(msgid), timeout: .seconds(5)) }
+        let sent = Counter()
+        let failures = Recorder<PortError>()
+        for sender in 0..<4 {
+            startThread {
+                do throws(PortError) {
+                    // Longer than the first delivery waits for them: a sender left blocked while
+                    // the queue has room must not get in at its deadline instead.
+                    try port.send(msgid: UInt32(100 + sender), timeout: .seconds(120))
+                    sent.increment()
+                } catch { failures.append(error) }
+            }
+        }
+        // Counted under the port's lock just before a sender waits: at 4, all four are waiting.
+        #expect(waitUntil { port.statistics.sendersBlocked == 4 }, "the four senders did not block on the full queue")
+        // The pass takes the eight queued messages at once, then the first delivery holds the loop
+        // until the four senders are in: one take must let all four in, with no second take.
+        let allInDuringFirstDelivery = Ref<Bool>()
+        let delivered = Recorder<UInt32>()
+        let lt = LoopThread { loop -> RLResult in
+            port.setHandler { message in
+                if delivered.count == 0 {
+                    allInDuringFirstDelivery.value = waitUntil(timeout: .seconds(20)) { sent.current == 4 }
+                }
+                delivered.append(message.msgid)
+                if delivered.count == 12 { loop.stop() }
+            }
+            loop.add(port, forMode: .default)
+            return loop.run(mode: .default, for: .seconds(300), returnAfterSourceHandled: false)
+        }
+        #expect(lt.join(timeout: .seconds(300)) == .stopped)
+        #expect(allInDuringFirstDelivery.value == true, "a sender stayed blocked while the queue had room")
+        #expect(failures.values.isEmpty, "\(failures.values)")
+        #expect(Array(delivered.values.prefix(8)) == Array(0..<8))
+        #expect(Set(delivered.values.dropFirst(8)) == Set(100..<104))
+        port.invalidate()
+    }
+
     @Test("§3.16 send on a full queue with a past or zero deadline throws .timedOut at once")
     func sendPastDeadlineOnFullQueueTimesOut() throws {
         let port = try MessagePort(queueLimit: 1)

@@ -42,7 +42,7 @@ final class ConditionLock: @unchecked Sendable {
         return try body()
     }
 
-    /// Called with the lock held: sleeps until `broadcast()` or `deadline` (nil: none).
+    /// Called with the lock held: sleeps until `signal()`, `broadcast()` or `deadline` (nil: none).
     /// Returns false once the deadline has passed. Spurious wake-ups return true; callers
     /// re-check their condition in a loop.
     func wait(until deadline: ContinuousClock.Instant?) -> Bool {
@@ -59,6 +59,12 @@ final class ConditionLock: @unchecked Sendable {
     /// Wakes every waiter; call after changing the state they wait on.
     func broadcast() {
         pthread_cond_broadcast(condition)
+    }
+
+    /// Wakes at least one of the threads waiting at the time of the call (when the state they wait
+    /// on has room for one; it must pass the wake-up on if there is more).
+    func signal() {
+        pthread_cond_signal(condition)
     }
 
     /// CLOCK_MONOTONIC now + `nanoseconds` (ContinuousClock deadlines are converted through a
