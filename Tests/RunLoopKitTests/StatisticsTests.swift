@@ -165,8 +165,13 @@ struct LoopStatisticsTests {
         let thread = ResidentThread(name: uniqueThreadName("stats-loop"))
         defer { thread.stop() }
         try thread.perform(waitUntilDone: true) {}
+        // A pass is counted when it begins, before its sleep: both readings are taken while the
+        // loop sleeps, so that a pass counted before the first reading cannot hold a wake-up
+        // counted after it.
+        #expect(waitUntil { thread.runLoop.isWaiting })
         let before = thread.runLoop.statistics
         for _ in 0..<10 { try thread.perform(waitUntilDone: true) {} }
+        #expect(waitUntil { thread.runLoop.isWaiting })
         let after = thread.runLoop.statistics
         #expect(after.handledSources - before.handledSources == 10)
         #expect(after.timerFires == before.timerFires)
