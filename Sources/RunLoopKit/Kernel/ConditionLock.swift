@@ -61,8 +61,8 @@ final class ConditionLock: @unchecked Sendable {
         pthread_cond_broadcast(condition)
     }
 
-    /// Wakes at least one of the threads waiting at the time of the call (when the state they wait
-    /// on has room for one; it must pass the wake-up on if there is more).
+    /// Wakes at least one of the threads waiting at the time of the call. Where the change made room
+    /// for more than one waiter, the one woken must wake the next (as `MessagePort` senders do).
     func signal() {
         pthread_cond_signal(condition)
     }
