@@ -11,7 +11,7 @@ import Glibc
 #endif
 import ExampleWire
 import RunLoopKit
-#if RUNLOOPKIT_GRPC
+#if GRPC
 import RunLoopKitGRPC
 #endif
 
@@ -48,7 +48,7 @@ while let flag = arguments.popFirst() {
 
 let service: MessagePort
 if let grpcAddress {
-    #if RUNLOOPKIT_GRPC
+    #if GRPC
     guard let colon = grpcAddress.lastIndex(of: ":"), let port = Int(grpcAddress[grpcAddress.index(after: colon)...]) else {
         fail(usage)
     }

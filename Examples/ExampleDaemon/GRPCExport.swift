@@ -1,4 +1,4 @@
-#if RUNLOOPKIT_GRPC
+#if GRPC
 import RunLoopKit
 import RunLoopKitGRPC
 

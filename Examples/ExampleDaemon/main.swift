@@ -17,7 +17,7 @@ import RunLoopKit
 // pending for the signalfd instead of killing the process through some other thread.
 do {
     try SignalSource.blockInCurrentThread([SIGTERM, SIGHUP])
-    #if RUNLOOPKIT_GRPC
+    #if GRPC
     // [--grpc HOST:PORT [--grpc-tls CERT KEY CA]] [CONFIG]
     var arguments = Array(CommandLine.arguments.dropFirst())
     var grpc: GRPCOptions?

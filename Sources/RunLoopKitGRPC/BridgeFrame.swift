@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 
 /// One message of the bridge's bidirectional stream, as Protocols/grpc-bridge-frame.md
@@ -162,3 +163,4 @@ public enum BridgeFrameError: String, Error, Sendable {
     case timeoutOnReply = "REPLY with a timeout"
     case unexpectedKind = "frame kind not allowed at this point of the stream"
 }
+#endif

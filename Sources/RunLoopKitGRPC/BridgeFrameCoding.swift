@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import GRPCCore
 
@@ -32,3 +33,4 @@ struct BridgeFrameDeserializer: MessageDeserializer {
 enum BridgeMethod {
     static let descriptor = MethodDescriptor(fullyQualifiedService: "runloopkit.PortBridge", method: "Connect")
 }
+#endif

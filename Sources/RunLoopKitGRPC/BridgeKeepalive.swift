@@ -1,3 +1,4 @@
+#if GRPC
 import GRPCNIOTransportHTTP2
 
 /// How a bridge notices a peer that went silent — a network partition, a stopped or hung
@@ -76,3 +77,4 @@ public struct BridgeKeepalive: Sendable, Hashable, CustomStringConvertible {
             clientBehavior: .init(minPingIntervalWithoutCalls: minimumClientInterval, allowWithoutCalls: true))
     }
 }
+#endif

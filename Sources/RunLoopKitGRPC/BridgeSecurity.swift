@@ -1,3 +1,4 @@
+#if GRPC
 import GRPCNIOTransportHTTP2
 
 /// How a bridge's connections are secured: mutual TLS, or plaintext when asked for by name.
@@ -73,3 +74,4 @@ public enum BridgeConfigurationError: Error, Equatable, Sendable, CustomStringCo
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import Synchronization
 
 /// The end of one served stream, signalled from outside it: its exported port was invalidated
@@ -84,3 +85,4 @@ final class ExportStreams: Sendable {
         for stream in streams { stream.fire(reason) }
     }
 }
+#endif

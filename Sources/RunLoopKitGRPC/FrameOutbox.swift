@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import RunLoopKit
 
@@ -62,3 +63,4 @@ func dataComponents(of message: MessagePort.Message) throws(PortError) -> [Data]
     }
     return data
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import GRPCCore
 import GRPCNIOTransportHTTP2
@@ -161,3 +162,4 @@ private final class Opening: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import RunLoopKit
@@ -62,3 +63,4 @@ public final class PortBridgeServer: Service, Sendable {
     /// Stops accepting streams; `run()` returns once the open ones have ended. Any thread.
     public func shutDown() { server.beginGracefulShutdown() }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import GRPCCore
 import GRPCNIOTransportHTTP2
@@ -166,3 +167,4 @@ public final class PortExporter: RegistrableRPCService, Sendable {
         }
     }
 }
+#endif

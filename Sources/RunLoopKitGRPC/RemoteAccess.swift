@@ -1,3 +1,4 @@
+#if GRPC
 /// Which remote clients an exported name admits, decided from the verified client
 /// certificate only (`MessagePort.Access` decides from kernel credentials, which do not
 /// cross hosts).
@@ -36,3 +37,4 @@ public struct RemoteAccess: Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
+#endif

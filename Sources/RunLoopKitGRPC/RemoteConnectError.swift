@@ -1,3 +1,4 @@
+#if GRPC
 /// Why `PortBridgeClient.connect(to:)` could not reach a remote port. Nothing was delivered.
 public enum RemoteConnectError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The server exports no port under the name.
@@ -25,3 +26,4 @@ public enum RemoteConnectError: Error, Equatable, Sendable, CustomStringConverti
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import RunLoopKit
 import X509
 
@@ -43,3 +44,4 @@ extension MessagePort.Message {
     /// for a message sent on this host. Any thread; free.
     public var remotePeer: RemotePeer? { (origin as? RemoteOrigin)?.peer }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import RunLoopKit
 
 /// The client side's way to a remote port: a proxy's messages become MESSAGE frames in the
@@ -41,3 +42,4 @@ final class RemotePortConduit: PortConduit {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import RunLoopKit
 
 /// The server side's way back to a client's reply port: a message sent to the reply port a
@@ -33,3 +34,4 @@ final class ReplyPortConduit: PortConduit {
         }
     }
 }
+#endif

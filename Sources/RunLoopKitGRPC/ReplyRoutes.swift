@@ -1,3 +1,4 @@
+#if GRPC
 import Synchronization
 import RunLoopKit
 
@@ -49,3 +50,4 @@ final class ReplyRoutes: Sendable {
         table.sweepAt = max(64, 2 * table.routes.count)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import NIOCore
 
 /// The server half of keepalive that gRPC's transport leaves out: a bridge connection from
@@ -33,3 +34,4 @@ final class SilentClientCloser: ChannelInboundHandler {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Metrics
 import CoreMetrics
 
 extension Counter {
@@ -8,3 +9,4 @@ extension Counter {
         increment(by: Int64(clamping: current - previous))
     }
 }
+#endif

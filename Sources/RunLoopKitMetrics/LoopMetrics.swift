@@ -1,3 +1,4 @@
+#if Metrics
 import CoreMetrics
 import RunLoopKit
 
@@ -51,3 +52,4 @@ struct TrackedLoop {
         reported = current
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Metrics
 import CoreMetrics
 import RunLoopKit
 
@@ -60,3 +61,4 @@ struct TrackedPort {
         reported = current
     }
 }
+#endif

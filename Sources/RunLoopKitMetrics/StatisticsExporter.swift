@@ -1,3 +1,4 @@
+#if Metrics
 import CoreMetrics
 import RunLoopKit
 
@@ -146,3 +147,4 @@ extension StatisticsExporter {
         weak var object: StatisticsExporter?
     }
 }
+#endif

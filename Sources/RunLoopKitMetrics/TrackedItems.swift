@@ -1,3 +1,4 @@
+#if Metrics
 import RunLoopKit
 
 /// What a `StatisticsExporter` tracks, keyed by object identity. Guarded by the exporter's lock.
@@ -5,3 +6,4 @@ struct TrackedItems {
     var ports: [ObjectIdentifier: TrackedPort] = [:]
     var loops: [ObjectIdentifier: TrackedLoop] = [:]
 }
+#endif

@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 import RunLoopKit
 
 /// A drain's outcome, set once by whichever side gets there first (the loop's observer or the
@@ -34,3 +35,4 @@ final class OutcomeGate: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 import RunLoopKit
 
 /// Waits until a set of ports has delivered what was queued on them, watching from the thread
@@ -41,3 +42,4 @@ enum PortDrain {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 import RunLoopKit
 import ServiceLifecycle
 
@@ -106,3 +107,4 @@ public final class ResidentThreadService: Service, CustomStringConvertible {
     /// Any thread; free.
     public var description: String { "ResidentThreadService(\"\(thread.name)\")" }
 }
+#endif

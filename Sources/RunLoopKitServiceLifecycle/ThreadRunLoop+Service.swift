@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 import RunLoopKit
 import ServiceLifecycle
 
@@ -62,3 +63,4 @@ extension ThreadRunLoop {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 // The other process of the bridge tests: exports a port over a plaintext loopback bridge and
 // prints "listening PORT" once the server listens.
 //
@@ -59,3 +60,6 @@ func say(_ text: String, to descriptor: Int32) {
     let line = Array((text + "\n").utf8)
     _ = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
 }
+#else
+fatalError("built without the GRPC trait: build with --enable-all-traits")
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -122,3 +123,4 @@ struct BridgeFailureTests {
         await client.stop()
     }
 }
+#endif

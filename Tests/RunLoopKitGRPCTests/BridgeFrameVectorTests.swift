@@ -1,3 +1,4 @@
+#if GRPC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -104,3 +105,4 @@ enum FileManagerless {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+#endif

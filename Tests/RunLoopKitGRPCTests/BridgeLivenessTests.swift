@@ -1,3 +1,4 @@
+#if GRPC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -194,3 +195,4 @@ extension KeepaliveSensitive {
         }
     }
 }
+#endif

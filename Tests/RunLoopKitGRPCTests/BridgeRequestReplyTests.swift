@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import RunLoopKit
 import RunLoopKitGRPC
@@ -155,3 +156,4 @@ struct BridgeRequestReplyTests {
         await client.stop()
     }
 }
+#endif

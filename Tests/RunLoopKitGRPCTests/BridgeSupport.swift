@@ -1,3 +1,4 @@
+#if GRPC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -333,3 +334,4 @@ func waitUntil(_ what: String, within limit: Duration = .seconds(10),
         try await Task.sleep(for: .milliseconds(10))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import GRPCCore
 import GRPCNIOTransportHTTP2
@@ -90,3 +91,4 @@ struct BridgeTLSTests {
         await server.stop()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import GRPCCore
 import GRPCNIOTransportHTTP2
@@ -65,3 +66,4 @@ extension KeepaliveSensitive {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import Testing
 
 /// The bridge tests that must not run beside each other: the keepalive tests need each HTTP/2
@@ -7,3 +8,4 @@ import Testing
 /// run one after another; the rest of the suite still runs beside them.
 @Suite(.serialized)
 enum KeepaliveSensitive {}
+#endif

@@ -1,3 +1,4 @@
+#if GRPC
 import FoundationEssentials
 import GRPCCore
 import GRPCNIOTransportHTTP2
@@ -67,3 +68,4 @@ final class ReceivedFrames: Sendable {
     func append(_ frame: [UInt8]) { frames.withLock { $0.append(frame) } }
     var all: [[UInt8]] { frames.withLock { $0 } }
 }
+#endif

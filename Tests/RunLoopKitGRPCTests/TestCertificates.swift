@@ -1,3 +1,4 @@
+#if GRPC
 import Crypto
 import FoundationEssentials
 import GRPCNIOTransportHTTP2
@@ -58,3 +59,4 @@ struct Identity {
     let certificatePEM: String
     let keyPEM: String
 }
+#endif

@@ -1,3 +1,4 @@
+#if Metrics
 // StatisticsExporter against swift-metrics' TestMetrics: every statistic reaches its metric
 // exactly, counters as the growth since the previous sample, gauges as the current value.
 
@@ -191,3 +192,4 @@ struct StatisticsExporterTests {
         #expect(metrics.counters.isEmpty)
     }
 }
+#endif

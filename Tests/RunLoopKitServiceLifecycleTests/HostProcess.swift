@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 // A ServiceHost child process whose output the test reads as it comes, so it can signal the
 // child at a chosen point (after "ready") and then collect the rest. Every wait has a deadline
 // of seconds, only as a hang guard: a child that misbehaves is killed and the test fails.
@@ -147,3 +148,4 @@ final class HostProcess {
         return true
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 // ResidentThreadService in this process, driven by ServiceLifecycleTestKit's graceful-shutdown
 // trigger and by task cancellation: what run() does with the thread and the ports.
 
@@ -195,3 +196,4 @@ private final class Ref<T: Sendable>: Sendable {
     func set(_ newValue: T) { value.withLock { $0 = newValue } }
     func get() -> T? { value.withLock { $0 } }
 }
+#endif

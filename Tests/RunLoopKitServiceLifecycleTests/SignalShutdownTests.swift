@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 // A daemon run as `ThreadRunLoop.main.run(serviceGroup)` shuts down on SIGTERM the
 // service-lifecycle way: the group's signal handling starts graceful shutdown, each
 // ResidentThreadService lets its port deliver what was in flight, stops its thread, and the
@@ -61,3 +62,4 @@ struct ServiceLifecycleMisuseTests {
         #expect(host.transcript.contains(message), "\(host.transcript)")
     }
 }
+#endif

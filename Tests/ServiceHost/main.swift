@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 // ServiceHost: a daemon built the swift-service-lifecycle way — a ServiceGroup whose services are
 // ResidentThreadServices, run by `ThreadRunLoop.main.run(group)` on the main thread — for the
 // graceful-shutdown tests, which send it SIGTERM. One scenario per invocation:
@@ -153,3 +154,6 @@ do {
     say("error: \(error)")
     exit(1)
 }
+#else
+fatalError("built without the ServiceLifecycle trait: build with --enable-all-traits")
+#endif

@@ -1,0 +1,2 @@
+// Scaffold: replaced by the distributed-actor work.
+import RunLoopKit

@@ -1,0 +1,5 @@
+#if Logging
+// Scaffold: replaced by the logging adapter work.
+import Logging
+import RunLoopKit
+#endif

@@ -1,0 +1,3 @@
+#if Logging
+import Testing
+#endif
