@@ -6,13 +6,17 @@
 OUT/frame/     every frame vector of Protocols/vectors/ as a FrameInput (FuzzFrameDecoder and
                FuzzFrameReceive): its descriptor count, options 00 (genuine send rights), the
                frame bytes; and once more with options 01 (descriptors of every other kind).
+OUT/envelope/  every envelope vector of Protocols/vectors/distributed/ as a FuzzEnvelope input:
+               options 00 (the decoder alone) and 01 (sent on a session to a published actor
+               too); and the CALLs of FuzzEnvelope's own actor, which reach its functions.
 OUT/handshake/ every handshake vector of Protocols/vectors/named/ as a FuzzHandshake input:
                owner-side records with options 00 (and a HELLO once more with 08: a frame
                after WELCOME), client-side records with options 10.
 
-The vector format is port-message-frame.md section 9 and named-ports.md section 8.
+The vector format is port-message-frame.md section 9, named-ports.md section 8 and
+distributed-envelope.md section 7.
 """
-import os, sys
+import os, struct, sys
 
 PLACEHOLDER = b"fuzz.handshake.XXXXXXXX"
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Protocols", "vectors")
@@ -25,7 +29,7 @@ def parse(path):
             continue
         key, _, value = line.partition(":")
         value = value.strip()
-        if key in ("frame", "record"):
+        if key in ("frame", "record", "envelope"):
             data += bytes.fromhex(value.replace(" ", ""))
         elif key == "repeat":
             byte, count = value.split()
@@ -74,6 +78,33 @@ def main():
                           (0x24, "own-hello-claim-uid-1")]:
         write(os.path.join(out, "handshake"), name, bytes([options]) + hello)
         handshakes += 1
-    print(f"wrote {frames} frame and {handshakes} handshake seeds to {os.path.normpath(out)}")
+    envelopes = 0
+    distributed = os.path.join(ROOT, "distributed")
+    for file in sorted(os.listdir(distributed)):
+        data, _ = parse(os.path.join(distributed, file))
+        name = file[:-len(".vector")]
+        for options in (0x00, 0x01):
+            write(os.path.join(out, "envelope"), f"{name}-{options:02x}", bytes([options]) + data)
+            envelopes += 1
+    # CALLs of FuzzEnvelope's FuzzActor (module FuzzEnvelope), one per kind of function, and
+    # one of the same name on its OtherFuzzActor, which must never run on it.
+    actor = b"$s12FuzzEnvelope0A5ActorC"
+    calls = [
+        (actor + b"5twiceyS2iYaKFTE", [], [b"21"]),
+        (actor + b"5greet_5timesS2S_SitYaKFTE", [], [b'"ab"', b"3"]),
+        (actor + b"4echoyxxYaKSeRzSERzlFTE", [b"Si"], [b"7"]),
+        (actor + b"4echoyxxYaKSeRzSERzlFTE", [b"SaySSG"], [b'["a","b"]']),
+        (actor + b"4failyySiYaKFTE", [], [b"5"]),
+        (actor + b"7nothingyyYaKFTE", [], []),
+        (b"$s12FuzzEnvelope05OtherA5ActorC5twiceyS2iYaKFTE", [], [b"2"]),
+    ]
+    for index, (target, subs, args) in enumerate(calls):
+        body = struct.pack("<HBB", len(target), len(subs), len(args))
+        body += b"".join(struct.pack("<I", len(a)) + a for a in args)
+        body += b"".join(struct.pack("<H", len(s)) + s for s in subs) + target
+        envelope = b"RLKD\x01\x03\x00\x00" + struct.pack("<Q", index + 1) + body
+        write(os.path.join(out, "envelope"), f"fuzz-actor-call-{index}", bytes([0x01]) + envelope)
+        envelopes += 1
+    print(f"wrote {frames} frame, {handshakes} handshake and {envelopes} envelope seeds to {os.path.normpath(out)}")
 
 main()

@@ -75,7 +75,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Hashable, CustomS
 
     /// The loop as the executor of the actors pinned to it: the identity their
     /// `unownedExecutor` names, which the runtime enqueues their jobs on and asks about isolation.
-    private final class ActorRole: SerialExecutor {
+    final class ActorRole: SerialExecutor {
         unowned let runLoop: ThreadRunLoop
 
         init(runLoop: ThreadRunLoop) {
