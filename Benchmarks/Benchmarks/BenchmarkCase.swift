@@ -7,7 +7,8 @@ enum Workload: String, CaseIterable, Sendable {
     /// Round trip of an 8-byte payload between two threads.
     case pingpong
     /// RunLoopKit's `pingpong` with 1,000 idle ports, 1,000 far-future timers and 100 idle
-    /// descriptor sources in the same mode on both threads: what idle items cost a pass.
+    /// descriptor sources in the same mode on both threads (and with one idle fd source, and with
+    /// ten times the items): what idle items cost a pass.
     case idle
     /// One-way stream of 64-byte payloads through a bounded queue.
     case throughput
@@ -35,15 +36,30 @@ enum Workload: String, CaseIterable, Sendable {
     /// Adding then removing N items of one mode in random order, from 1 and from 8 threads:
     /// RunLoopKit's own bookkeeping, with no peer (see `Churn`).
     case churn
+    /// Round trip of a 64-byte payload over RunLoopKit's gRPC bridge on loopback, beside
+    /// grpc-swift's own bidirectional echo (see `GRPCBridgePeer`); built with the GRPC trait.
+    case xhost
+    /// The `xhost` exchange with 64 round trips in flight: round trips per second.
+    case xhostrate
+
+    /// Whether this build can run the workload: the xhost rows need the GRPC trait.
+    var isAvailable: Bool {
+        #if GRPC
+        true
+        #else
+        self != .xhost && self != .xhostrate
+        #endif
+    }
 
     /// Whether rows of this workload are latency percentiles (else a message rate, or for
     /// churn the cost per operation of each point).
     var measuresLatency: Bool {
         self == .pingpong || self == .idle || self == .perform || self == .xprocess || self == .actorhop
+            || self == .xhost
     }
 
     /// Whether rows of this workload are a message rate through a bounded queue.
-    var isStream: Bool { self == .throughput || self == .fanin || self == .asyncstream }
+    var isStream: Bool { self == .throughput || self == .fanin || self == .asyncstream || self == .xhostrate }
 
     /// Rows of several points each (`ScalePoint`), reported in their own table and not in the
     /// bars: how a cost grows with payload size or thread count.
@@ -61,6 +77,7 @@ enum Workload: String, CaseIterable, Sendable {
         case .pingpong, .idle, .throughput, .fanin, .perform, .actorhop, .asyncstream: .cEventfd
         case .xprocess: .cSocketpair
         case .churn, .payloads, .xpayloads, .threads: .runLoopKit
+        case .xhost, .xhostrate: .grpcEcho
         }
     }
 }
@@ -105,11 +122,22 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only: RunLoopKit over a published name (`publish(as:)` / `connect(to:)`)
     /// instead of an inherited send right — the `xnamed` row.
     case runLoopKitNamed = "RunLoopKit xnamed"
+    /// idle only: RunLoopKit's ping-pong with one idle fd source in the mode and nothing else,
+    /// the floor of the idle bar.
+    case runLoopKitOneSource = "RunLoopKit, 1 idle fd source"
+    /// idle only: RunLoopKit's ping-pong with ten times the `idle` row's items.
+    case runLoopKitTenfold = "RunLoopKit, 10× idle items"
+    /// xhost only: grpc-swift's bidirectional echo with flush coalescing off, as the bridge
+    /// configures its transport (the xhost baseline).
+    case grpcEcho = "grpc-swift bidi echo"
+    /// xhost only, a reference: the same echo with gRPC's default transport configuration.
+    case grpcEchoDefaults = "grpc-swift echo, defaults"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
-        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll: true
+        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll,
+             .grpcEchoDefaults: true
         default: false
         }
     }
@@ -152,4 +180,10 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
               let regime = Regime(rawValue: parts[2]) else { return nil }
         self.init(workload: workload, peer: peer, regime: regime)
     }
+}
+
+/// How many round trips the `xhostrate` workload keeps in flight (its bar's name says so
+/// whether or not this build runs it).
+enum GRPCBridgeWindow {
+    static let roundTrips = 64
 }

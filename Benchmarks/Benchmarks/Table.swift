@@ -128,15 +128,19 @@ enum Table {
         }
         var lines = ["", """
             churn: ns per add or remove, median window; N items of one mode (Source0s, far-future \
-            timers, one MessagePort in eight) added then removed in random order, the loop not running.
+            timers, one MessagePort in eight) added then removed in random order, the loop not running; \
+            instr/op: callgrind's instructions per add or remove, one thread.
             """]
-        lines.append(cells(["regime", "items"] + threadCounts.map { $0 == 1 ? "1 thread" : "\($0) threads" }))
+        lines.append(cells(["regime", "items"] + threadCounts.map { $0 == 1 ? "1 thread" : "\($0) threads" }
+                           + ["instr/op"]))
         for result in rows {
             for items in Array(Set(result.churn!.map(\.items))).sorted() {
                 let values = threadCounts.map { threads in
                     result.churn(items: items, threads: threads).map { String(format: "%.0f", $0.nanosecondsPerOperation) } ?? "—"
                 }
-                lines.append(cells([result.benchmarkCase.regime.rawValue, "\(items)"] + values))
+                let instructions = result.churn(items: items, threads: 1)?.instructionsPerOperation
+                lines.append(cells([result.benchmarkCase.regime.rawValue, "\(items)"] + values
+                                   + [instructions.map { String(format: "%.0f", $0) } ?? "—"]))
             }
         }
         return lines

@@ -26,6 +26,10 @@ if let echo = options.crossProcessEcho {
     RunLoopKitPeer.serveCrossProcessEcho(echo)  // the xprocess responder: nothing else runs
 }
 let plans = Plans(options: options)
+if let size = options.churnInstructionsSize {
+    Churn.countInstructions(size: size, plan: plans.churn)  // under callgrind: nothing else runs
+    exit(0)
+}
 
 if let benchmarkCase = options.childCase {
     ChildProcess.serve(benchmarkCase, plans: plans)

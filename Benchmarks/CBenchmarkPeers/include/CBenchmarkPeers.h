@@ -52,6 +52,11 @@ int bench_current_tid(void);
 /// that every sample wakes a sleeping target, whatever its framework does after a block.
 void bench_wait_until_asleep(int tid);
 
+/// Turns callgrind's event collection on or off (CALLGRIND_TOGGLE_COLLECT) when the process
+/// runs under `valgrind --tool=callgrind`; a no-op otherwise, and where valgrind's headers were
+/// missing at build time. The churn workload counts the instructions of its operations so.
+void bench_callgrind_toggle_collect(void);
+
 /// Resident set size now, from /proc/self/statm, read without allocating.
 uint64_t bench_rss_bytes(void);
 
