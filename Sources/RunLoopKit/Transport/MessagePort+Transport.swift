@@ -320,14 +320,11 @@ extension MessagePort {
             drop(connection, of: connections, reporting: nil)
             return 0
         }
-        let sender: Sender?
-        if let credentials = record.credentials {
-            sender = connection.sender(credentials, process: record.process)
-        } else {
-            if case .success(let process)? = record.process { process.close() }
-            sender = nil
-        }
-        if let refusal = refusal(of: record, from: sender, on: connection) {
+        let sender = record.credentials.map { connection.sender($0, process: record.process) }
+        if record.credentials == nil, case .success(let process)? = record.process { process.close() }
+        // Only a named connection or a frame with descriptors can be refused here: the usual
+        // frame skips the call.
+        if connection.named != nil || !record.descriptors.isEmpty, let refusal = refusal(of: record, from: sender, on: connection) {
             for descriptor in record.descriptors { descriptor.close() }
             if refusal.error == .portsRefused {
                 // The frame alone is refused: the connection may carry frames without ports.
@@ -337,15 +334,18 @@ extension MessagePort {
             }
             return 0
         }
-        let message: Message
+        let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?)
         do {
-            message = try self.message(from: record, sender: sender)
+            decoded = try decode(record)
         } catch {
             for descriptor in record.descriptors { descriptor.close() }
             drop(connection, of: connections,
                  reporting: TransportReport(error: .malformedFrame(error), sender: sender, connector: connection.named?.connector))
             return 0
         }
+        // The sender moves into the message: copied, it cost a retain and a release of its pin.
+        let message = Message(msgid: decoded.msgid, payload: decoded.payload, replyPort: decoded.replyPort,
+                              sender: consume sender)
         lock.lock()
         if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
             state.statistics.accepted(queued: 0)
@@ -388,16 +388,17 @@ extension MessagePort {
         return nil
     }
 
-    /// Decodes and validates one received record into a message whose port components are
+    /// Decodes and validates one received record into a message's contents, its port components
     /// proxies. On failure nothing has taken ownership of the record's descriptors.
-    private func message(from record: ReceiveBatch.Record, sender: Sender?) throws(FrameError) -> Message {
+    private func decode(_ record: ReceiveBatch.Record) throws(FrameError) -> (msgid: UInt32, payload: Message.Payload,
+                                                                           replyPort: MessagePort?) {
         if record.truncated { throw .truncated }
         if record.descriptorsTruncated { throw .descriptorsTruncated }
         if record.unexpectedControl { throw .unexpectedControlMessage }
         let reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port components and no reply port.
-            return Message(msgid: reader.msgid, payload: reader.payload { nil }, replyPort: nil, sender: sender)
+            return (reader.msgid, reader.payload { nil }, nil)
         }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
@@ -406,8 +407,7 @@ extension MessagePort {
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
         let payload = reader.payload { proxies.next() }
-        return Message(msgid: reader.msgid, payload: payload,
-                       replyPort: reader.hasReplyPort ? proxies.next() : nil, sender: sender)
+        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil)
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.

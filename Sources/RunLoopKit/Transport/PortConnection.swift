@@ -61,10 +61,17 @@ final class PortConnection: @unchecked Sendable {
 
     /// The sender of a record just read, with `credentials`, pinned as far as the kernel allows;
     /// takes ownership of the record's pidfd. Loop thread.
+    @inline(__always)
     func sender(_ credentials: Credentials, process received: Result<ProcessDescriptor, Errno>?) -> MessagePort.Sender {
-        MessagePort.Sender(credentials, pin: pin(credentials.pid, received))
+        // The usual frame: no pidfd of its own, from the process the connection is pinned to,
+        // whose window of frames is open.
+        if received == nil, let current = pinned, current.pid == credentials.pid, current.admit() {
+            return MessagePort.Sender(credentials, pin: .pending(current))
+        }
+        return MessagePort.Sender(credentials, pin: pin(credentials.pid, received))
     }
 
+    @inline(never)
     private func pin(_ pid: pid_t, _ received: Result<ProcessDescriptor, Errno>?) -> SenderPin? {
         if let received {
             // SO_PASSPIDFD was on. A failure (the sender reaped before this read on a kernel
@@ -79,7 +86,7 @@ final class PortConnection: @unchecked Sendable {
             pinned = PendingPin(process)
             return .exact(process)
         }
-        guard let current = pinned, current.process.pid == pid else {
+        guard let current = pinned, current.pid == pid else {
             setPassing(true)
             return nil
         }

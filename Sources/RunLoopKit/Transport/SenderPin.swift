@@ -34,6 +34,8 @@ enum SenderPin: Sendable {
 /// a new window.
 final class PendingPin: Sendable {
     let process: PinnedProcess
+    /// The process's pid, compared with every frame's: one load fewer than through `process`.
+    let pid: Int32
     private let state = Atomic<UInt8>(PendingPin.open)
 
     private static let open: UInt8 = 0
@@ -43,6 +45,7 @@ final class PendingPin: Sendable {
 
     init(_ process: PinnedProcess) {
         self.process = process
+        pid = process.pid
     }
 
     /// Adds a frame just read (loop thread): true while the window is open. A read-modify-write,
