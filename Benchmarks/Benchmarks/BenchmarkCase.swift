@@ -108,6 +108,16 @@ enum Peer: String, CaseIterable, Sendable {
     /// credentials, as RunLoopKit does for `Message.sender` (see
     /// `bench_socketpair_epoll_credentials_xprocess`).
     case cSocketpairEpollCredentials = "C socketpair + epoll + credentials"
+    /// Cross-process only, a reference: the same with each side also receiving a pidfd of
+    /// every packet's sender (SCM_PIDFD), what pinning each sender per message would cost (see
+    /// `bench_socketpair_epoll_pidfd_xprocess`).
+    case cSocketpairEpollPidfd = "C socketpair + epoll + SCM_PIDFD"
+    /// Cross-process only: an sd-bus peer-to-peer method call `Echo(t) -> t` (libsystemd, no
+    /// broker), what a C daemon author would use for request/reply (see `bench_sdbus_p2p_xprocess`).
+    case cSdBus = "C sd-bus p2p"
+    /// Cross-process only: the same call through a private dbus-daemon (see
+    /// `bench_sdbus_broker_xprocess`); skipped, with a note, where dbus-daemon is not installed.
+    case cSdBusBroker = "C sd-bus via dbus-daemon"
     /// Ping-pong only, a reference: two threads waking each other through a futex word
     /// (FUTEX_WAIT_PRIVATE / FUTEX_WAKE_PRIVATE), the floor of RunLoopKit's sleep in a mode with
     /// nothing the kernel must watch (see `bench_futex_pingpong`).
@@ -136,8 +146,8 @@ enum Peer: String, CaseIterable, Sendable {
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
-        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll,
-             .grpcEchoDefaults: true
+        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd,
+             .cFutex, .cEventfdEpoll, .grpcEchoDefaults: true
         default: false
         }
     }

@@ -187,9 +187,10 @@ enum Chart {
             guard let floor = row(.idle, .runLoopKitOneSource)?.p50_us, let c = baseline(.idle)?.p50_us, c > 0 else { return nil }
             return Threshold(ratio: 1.1 * floor / c, label: "bar ≤ 1.1× one idle fd source")
         case .xprocess:
-            guard let floor = row(.xprocess, .cSocketpairEpollCredentials)?.p50_us, let c = baseline(.xprocess)?.p50_us,
-                  c > 0 else { return nil }
-            return Threshold(ratio: 1.15 * floor / c, label: "bar ≤ 1.15× C epoll + credentials")
+            guard let floor = row(.xprocess, .cSocketpairEpollCredentials)?.p50_us, let c = baseline(.xprocess)?.p50_us, c > 0 else {
+                return nil
+            }
+            return Threshold(ratio: 1.15 * floor / c, label: "bar ≤ 1.15× C socketpair + epoll + credentials")
         case .throughput:
             guard let ring = row(.throughput, .swiftRing)?.ratio_to_c else { return nil }
             return Threshold(ratio: 0.75 * ring, label: "bar ≥ 0.75× Swift Data ring")
@@ -235,13 +236,13 @@ enum Chart {
             switch peer {
             case .runLoopKit: fill = "#c4302b"
             case .runLoopKitNamed, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold: fill = "#e8908c"
-            case .cEventfd, .cSocketpair, .cSdEvent, .grpcEcho: fill = baseline ? "#555555" : "#999999"
+            case .cEventfd, .cSocketpair, .cSdEvent, .cSdBus, .cSdBusBroker, .grpcEcho: fill = baseline ? "#555555" : "#999999"
             case .dispatch: fill = "#e69f00"
             case .nio: fill = "#009e73"
             case .foundation: fill = "#7b5aa6"
             case .defaultActor, .asyncStream: fill = "#56b4e9"
-            case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll,
-                 .grpcEchoDefaults:
+            case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd,
+                 .cFutex, .cEventfdEpoll, .grpcEchoDefaults:
                 fill = "#ffffff"
                 stroke = " stroke=\"#555\" stroke-dasharray=\"3 2\""
             }

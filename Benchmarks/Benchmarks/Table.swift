@@ -49,7 +49,10 @@ enum Table {
             Reference rows (floors to read the others against, not peers; see Benchmarks/README.md): \
             C futex and C eventfd + epoll (pingpong, idle: the kernel's floors under RunLoopKit's \
             futex and epoll sleeps), Swift Data ring and Swift [Component] ring (throughput), \
-            C socketpair + epoll, and the same reading each packet's sender credentials (xprocess).
+            C socketpair + epoll, the same reading each packet's sender credentials, and receiving \
+            a pidfd of each packet's sender too (SCM_PIDFD) (xprocess).
+            xprocess also has C sd-bus p2p, a D-Bus method call Echo(t) -> t over a socketpair \
+            (libsystemd, no broker), and the same call through a private dbus-daemon.
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
             same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
             RSS Δ: growth over the stream after warm-up. \

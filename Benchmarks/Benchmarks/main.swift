@@ -73,6 +73,7 @@ print("")
 print(debugBuildNotice)
 #endif
 print(Table.render(report))
+for note in options.workloads.flatMap(Catalogue.notes) { print("NOTE: \(note)") }
 print("\nBars (DESIGN §5, pinned regime, same run):")
 for bar in bars { print(bar.line) }
 

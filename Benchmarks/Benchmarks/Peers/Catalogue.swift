@@ -15,7 +15,11 @@ import CBenchmarkPeers
 /// that crosses a process boundary; "RunLoopKit xnamed" is the same exchange over a published
 /// name (the initiator publishes, the responder connects by name). Its "C socketpair + epoll" reference is the baseline
 /// asleep in epoll_wait: the kernel's floor under any event loop; "C socketpair + epoll +
-/// credentials" also reads each packet's sender credentials, as RunLoopKit does for `sender`.
+/// credentials" also reads each packet's sender credentials, as RunLoopKit does for `sender`;
+/// "… + SCM_PIDFD" also receives a pidfd of each packet's sender, what pinning every sender per
+/// message would cost. "C sd-bus p2p" is what a C daemon author would use instead: a D-Bus
+/// method call over a socketpair with libsystemd, no broker; "C sd-bus via dbus-daemon" the
+/// same call through a private broker, run only where dbus-daemon is installed.
 /// `idle` is RunLoopKit's ping-pong with idle items, beside the same C eventfd baseline, the
 /// same ping-pong with one idle fd source (the floor its bar reads against: a loop that must
 /// watch a descriptor sleeps in epoll) and with ten times the items (the flatness bar). `fanin` has the C ring's four-sender variant as
@@ -38,7 +42,8 @@ enum Catalogue {
         case .perform:
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
-            [.cSocketpair, .cSocketpairEpoll, .cSocketpairEpollCredentials, .runLoopKit, .runLoopKitNamed]
+            [.cSocketpair, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd, .cSdBus]
+                + (bench_dbus_daemon_available() != 0 ? [.cSdBusBroker] : []) + [.runLoopKit, .runLoopKitNamed]
         case .actorhop:
             [.cEventfd, .defaultActor, .nio, .runLoopKit]
         case .asyncstream:
@@ -50,6 +55,12 @@ enum Catalogue {
         case .xhostrate:
             [.grpcEcho, .runLoopKit]
         }
+    }
+
+    /// Why rows of `workload` that the catalogue lists elsewhere are missing on this host.
+    static func notes(for workload: Workload) -> [String] {
+        guard workload == .xprocess, bench_dbus_daemon_available() == 0 else { return [] }
+        return ["xprocess: the \(Peer.cSdBusBroker.rawValue) row is skipped: dbus-daemon is not on PATH"]
     }
 
     /// Runs one case in this process and summarises it.
@@ -92,6 +103,9 @@ enum Catalogue {
         case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
         case (.xprocess, .cSocketpairEpoll): CPeers.latency(plan, bench_socketpair_epoll_xprocess)
         case (.xprocess, .cSocketpairEpollCredentials): CPeers.latency(plan, bench_socketpair_epoll_credentials_xprocess)
+        case (.xprocess, .cSocketpairEpollPidfd): CPeers.latency(plan, bench_socketpair_epoll_pidfd_xprocess)
+        case (.xprocess, .cSdBus): CPeers.latency(plan, bench_sdbus_p2p_xprocess)
+        case (.xprocess, .cSdBusBroker): CPeers.latency(plan, bench_sdbus_broker_xprocess)
         case (.xprocess, .runLoopKit): RunLoopKitPeer.crossProcessPingPong(plan)
         case (.actorhop, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
         case (.actorhop, .defaultActor): DefaultActorPeer.actorHop(plan)
