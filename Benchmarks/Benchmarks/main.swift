@@ -26,6 +26,10 @@ if let echo = options.crossProcessEcho {
     RunLoopKitPeer.serveCrossProcessEcho(echo)  // the xprocess responder: nothing else runs
 }
 let plans = Plans(options: options)
+if let size = options.churnInstructionsSize {
+    Churn.countInstructions(size: size, plan: plans.churn)  // under callgrind: nothing else runs
+    exit(0)
+}
 
 if let benchmarkCase = options.childCase {
     ChildProcess.serve(benchmarkCase, plans: plans)
@@ -69,6 +73,7 @@ print("")
 print(debugBuildNotice)
 #endif
 print(Table.render(report))
+for note in options.workloads.flatMap(Catalogue.notes) { print("NOTE: \(note)") }
 print("\nBars (DESIGN §5, pinned regime, same run):")
 for bar in bars { print(bar.line) }
 

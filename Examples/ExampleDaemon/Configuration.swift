@@ -6,13 +6,14 @@ import Glibc
 #endif
 
 /// The daemon's settings: defaults, overridden by an optional file of `key = value` lines
-/// (`name`, `access`, `status_interval_ms`, `drain_timeout_ms`; `#` comments), re-read on
+/// (`name`, `access`, `status_interval_ms`, `drain_timeout_ms`, `log_requests`; `#` comments), re-read on
 /// SIGHUP (`name` and `access` apply at start-up only: clients hold connections to the name).
 struct Configuration: Sendable, CustomStringConvertible {
     var name = Wire.defaultName                          // the service port's published name
     var access: MessagePort.Access = .sameUser           // who may send requests
     var statusInterval: Duration = .seconds(1)          // how often STATUS= is sent
     var drainTimeout: Duration = .seconds(5)            // how long SIGTERM waits for replies
+    var logRequests = false                             // a line on stderr per request, naming its client
 
     static func load(path: String?) throws -> Configuration {
         var configuration = Configuration()
@@ -35,6 +36,7 @@ struct Configuration: Sendable, CustomStringConvertible {
                 configuration.access = access
             case ("status_interval_ms", let ms?) where ms > 0: configuration.statusInterval = .milliseconds(ms)
             case ("drain_timeout_ms", let ms?) where ms > 0: configuration.drainTimeout = .milliseconds(ms)
+            case ("log_requests", _) where value == "yes" || value == "no": configuration.logRequests = value == "yes"
             default: log("\(path): ignoring '\(line)'")
             }
         }
@@ -43,6 +45,7 @@ struct Configuration: Sendable, CustomStringConvertible {
 
     var description: String {
         "name \(name), access \(access), status every \(statusInterval), drain within \(drainTimeout)"
+            + (logRequests ? ", logging requests" : "")
     }
 
     private static func parseAccess(_ text: String) -> MessagePort.Access? {

@@ -9,9 +9,12 @@ import Synchronization
 /// The main thread's part: publishes the service port under its name (or on the socket systemd
 /// passed), hands each client request round-robin to a worker with the client's reply port,
 /// counts the requests in flight, and handles SIGTERM (unpublish, drain, stop), SIGHUP
-/// (reload), the watchdog and STATUS=. Every callback is scheduled on the main loop, so all
-/// run on the main thread; the state is in a (never contended) Mutex so the class is honestly
-/// Sendable.
+/// (reload), the watchdog and STATUS=. It knows its clients as processes, pinned by the kernel
+/// with each request (`sender.process`, which pid reuse cannot turn into another process):
+/// it logs a client when its first request comes (and each request with `log_requests = yes`),
+/// and watches it with a ProcessExitSource, which logs what it asked for once it exits. Every
+/// callback is scheduled on the main loop, so all run on the main thread; the state is in a
+/// (never contended) Mutex so the class is honestly Sendable.
 final class Daemon: Sendable {
     private struct State {
         var configuration: Configuration
@@ -20,6 +23,13 @@ final class Daemon: Sendable {
         var answered = 0, refused = 0
         var stopping = false
         var statusTimer: RunLoopTimer?
+        /// The client processes that sent requests and have not exited, with what they asked.
+        var clients: [PinnedProcess: Client] = [:]
+    }
+
+    private struct Client {
+        let exit: ProcessExitSource
+        var requests = 0
     }
 
     private let loop = ThreadRunLoop.main
@@ -48,7 +58,8 @@ final class Daemon: Sendable {
     /// Serves until SIGTERM has been handled; returns the exit status.
     func run() throws -> Int32 {
         service.setHandler { [self] message in accept(message) }
-        service.setTransportErrorHandler { error in log("client connection dropped: \(error)") }
+        // A refused frame, handshake or connection, with who sent it.
+        service.setTransportReportHandler { report in log("refused: \(report)") }
         done.setHandler { [self] message in collect(message) }
         loop.add(service, forMode: .default)
         loop.add(done, forMode: .default)
@@ -72,6 +83,7 @@ final class Daemon: Sendable {
 
         workers.forEach { $0.stop() }
         [signals.invalidate, watchdog.invalidate, service.invalidate, done.invalidate].forEach { $0() }
+        state.withLock { s in s.clients.values.map(\.exit) }.forEach { $0.invalidate() }
         let (answered, unanswered) = state.withLock { s in
             s.statusTimer?.invalidate()
             return (s.answered, s.inFlight.count)
@@ -87,11 +99,16 @@ final class Daemon: Sendable {
             return log("malformed request \(message.msgid) from \(message.sender.map(String.init(describing:)) ?? "this process") dropped")
         }
         let (key, rounds) = (request[0], request[1])
-        let assigned = state.withLock { s -> (UInt64, Worker)? in
-            guard !s.stopping else { return nil }
+        let (assigned, logRequests) = state.withLock { s -> ((UInt64, Worker)?, Bool) in
+            guard !s.stopping else { return (nil, s.configuration.logRequests) }
             defer { s.nextID += 1 }
             s.inFlight.insert(s.nextID)
-            return (s.nextID, workers[Int(s.nextID % UInt64(workers.count))])
+            return ((s.nextID, workers[Int(s.nextID % UInt64(workers.count))]), s.configuration.logRequests)
+        }
+        let sender = message.sender
+        watch(sender)
+        if logRequests {
+            log("request \(assigned?.0.description ?? "refused") (key \(key)) from \(Self.describe(sender))")
         }
         guard let (id, worker) = assigned else { return refuse(key, client) }
         do {
@@ -101,6 +118,33 @@ final class Daemon: Sendable {
             state.withLock { s in _ = s.inFlight.remove(id) }
             refuse(key, client)
         }
+    }
+
+    /// Counts a request of the client process that sent it; the first one logs the client and
+    /// starts watching its exit.
+    private func watch(_ sender: MessagePort.Sender?) {
+        guard let process = sender?.process else { return }
+        let known = state.withLock { s -> Bool in
+            s.clients[process]?.requests += 1
+            return s.clients[process] != nil
+        }
+        guard !known else { return }
+        let exit = ProcessExitSource(process: process) { [self] _ in clientExited(process) }
+        exit.label = "client \(process.pid)"
+        state.withLock { $0.clients[process] = Client(exit: exit, requests: 1) }
+        loop.add(exit, forMode: .default)
+        log("client \(Self.describe(sender))")
+    }
+
+    private func clientExited(_ process: PinnedProcess) {
+        guard let client = state.withLock({ $0.clients.removeValue(forKey: process) }) else { return }
+        log("client process \(process.pid) exited after \(client.requests) request(s)")
+    }
+
+    /// "pid 12, uid 1000, gid 1000 (process 12 (running))", or "this process" for none.
+    private static func describe(_ sender: MessagePort.Sender?) -> String {
+        guard let sender else { return "this process" }
+        return "\(sender) (\(sender.process.map(String.init(describing:)) ?? "not pinned"))"
     }
 
     private func refuse(_ key: UInt64, _ client: MessagePort) {

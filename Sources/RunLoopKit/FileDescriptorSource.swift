@@ -30,17 +30,27 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     private let registrationToken = Source1Token.next()
     private let handler: @Sendable (FileDescriptorSource, Events) -> Void
     let membership = LoopMembership()
+    /// What precondition messages call the item: a source that watches for another (a
+    /// `ProcessExitSource`'s pidfd) is named after it.
+    let itemName: String
 
     /// Watches `fileDescriptor` for `events`. Sources of one mode ready in the same pass are
     /// handled in readiness order (sources of one descriptor in ascending `order`). Any
     /// thread; no system call until added to a loop.
-    public init(fileDescriptor: Int32, events: Events, order: Int = 0,
-                handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
-        precondition(fileDescriptor >= 0, "FileDescriptorSource needs an open descriptor (got \(fileDescriptor))")
+    public convenience init(fileDescriptor: Int32, events: Events, order: Int = 0,
+                            handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
+        self.init(fileDescriptor: fileDescriptor, events: events, order: order, itemName: "FileDescriptorSource", handler: handler)
+    }
+
+    /// A source named `itemName` in precondition messages.
+    init(fileDescriptor: Int32, events: Events, order: Int, itemName: String,
+         handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
+        precondition(fileDescriptor >= 0, "\(itemName) needs an open descriptor (got \(fileDescriptor))")
         precondition(!events.isEmpty, "FileDescriptorSource needs .readable and/or .writable events")
         self.fileDescriptor = fileDescriptor
         self.events = events
         self.order = order
+        self.itemName = itemName
         self.handler = handler
     }
 
@@ -62,6 +72,7 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     // MARK: - Loop side
 
     static var itemKind: WritableKeyPath<ItemSet, [FileDescriptorSource]> { \.fileDescriptorSources }
+    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: itemName) }
     var sortOrder: Int? { order }
     func registerDescriptors(in modeState: ModeState) { modeState.watch(self) }
     func unregisterDescriptors(from modeState: ModeState) { modeState.unwatch(self) }

@@ -80,6 +80,7 @@ extension MessagePort {
     /// `consuming` down to the queue, as in the blocking `send`.
     @usableFromInline
     func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
+        if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         if isProxy {
             try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort)
         } else if lockIfRoom() {

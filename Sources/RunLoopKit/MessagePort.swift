@@ -45,7 +45,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// socket end kept here and sent (the kernel duplicates it in flight) every time, so
         /// passing a port costs no socketpair per message.
         @exclusivity(unchecked) var sharedSendRight: SeqPacketSocket?
-        @exclusivity(unchecked) var transportErrorHandler: (@Sendable (PortError) -> Void)?
+        @exclusivity(unchecked) var transportErrorHandler: (@Sendable (TransportReport) -> Void)?
+        /// `acceptsPortComponents` is false (MessagePort+PortComponents.swift).
+        @exclusivity(unchecked) var refusesPortComponents = false
         /// A proxy's eventfd that wakes senders blocked on a full socket when the proxy is
         /// invalidated; made by the first sender that has to wait.
         @exclusivity(unchecked) var invalidationBell: EventFD?
@@ -253,6 +255,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(__always)
     private func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
                       deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+        if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         if isProxy {
             try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)
         } else if lockIfRoom() {
@@ -441,9 +444,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         return registrations
     }
 
-    func registration(of connection: PortConnections.Connection, in connections: PortConnections) -> Source1Registration {
+    func registration(of connection: PortConnection, in connections: PortConnections) -> Source1Registration {
         Source1Registration(token: connection.token, descriptor: connection.socket.descriptor,
-                            interest: [.readable], source: .portConnection(self, connections, connection.socket))
+                            interest: [.readable], source: .portConnection(self, connections, connection))
     }
     func attach(to loop: ThreadRunLoop) -> Bool {
         guard membership.attach(to: loop, kind: "MessagePort") else { return false }

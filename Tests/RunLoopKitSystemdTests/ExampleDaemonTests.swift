@@ -59,6 +59,25 @@ struct ExampleDaemonTests {
         #expect(readyIndex != nil && stoppingIndex != nil && readyIndex! < stoppingIndex!)
     }
 
+    @Test("the daemon knows its clients as pinned processes: it logs each request's client and, through a ProcessExitSource, the client's exit")
+    func pinnedClients() async throws {
+        let (config, name) = try daemonConfiguration("log_requests = yes\n")
+        defer { unlink(config) }
+        let daemon = try DaemonProcess(environment: [:], arguments: [config])
+        try await daemon.waitForLine(startingWith: "ready")
+        let started = try ExampleClientProcess(["--name", name, "--count", "3"])
+        let pid = started.process.processIdentifier
+        let (clientExit, clientOutput) = await started.finish(timeout: .seconds(60))
+        #expect(clientExit == .exited(0), "\(clientOutput)")
+        let pinned = "from pid \(pid), uid \(geteuid()), gid \(getegid()) (process \(pid) ("
+        let first = try await daemon.waitForLine(startingWith: "example-daemon: request 1 ")
+        #expect(first.contains(pinned), "\(first)")
+        let exited = try await daemon.waitForLine(startingWith: "example-daemon: client process \(pid) exited")
+        #expect(exited.hasSuffix("after 3 request(s)"), "\(exited)")
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit() == .exited(0))
+    }
+
     @Test("without NOTIFY_SOCKET: runs, reloads and stops the same way, exit 0")
     func withoutSystemd() async throws {
         let daemon = try DaemonProcess(environment: ["WATCHDOG_USEC": "200000"])

@@ -77,6 +77,17 @@ struct RequestReplyTests {
         }
     }
 
+    @Test("§3.28 async sendRequest: a queue full for the whole timeout throws .timedOut, not .replyTimedOut")
+    func asyncRequestTimedOut() async throws {
+        let full = try MessagePort(queueLimit: 1)
+        defer { full.invalidate() }
+        try full.send(msgid: 0, timeout: .zero)
+        await #expect(throws: PortError.timedOut) {
+            _ = try await full.sendRequest(msgid: 1, timeout: .milliseconds(200))
+        }
+        #expect(full.queuedCount == 1, "the request was never queued")
+    }
+
     @Test("§3.28 the destination invalidated while waiting: .invalidPort, long before the 60 s timeout")
     func destinationInvalidated() throws {
         let server = try ReceivingPort(name: "dies") { message in

@@ -10,11 +10,11 @@ enum RunLoopKitPeer {
 
     /// Each thread has a port in its default mode; a ping carries the initiator's port
     /// as its reply port, and the responder answers through `message.replyPort`.
-    /// `idleItems`: the `idle` workload, with `IdleItems` in both threads' default mode.
-    static func pingPong(_ plan: LatencyPlan, idleItems: Bool = false) -> LatencyMeasurement {
+    /// `idle`: the `idle` workload, with that load of `IdleItems` in both threads' default mode.
+    static func pingPong(_ plan: LatencyPlan, idle load: IdleItems.Load? = nil) -> LatencyMeasurement {
         let initiator = ResidentThread(name: "pingpong-initiator")
         let responder = ResidentThread(name: "pingpong-responder")
-        let idle = idleItems ? [IdleItems(on: initiator.runLoop), IdleItems(on: responder.runLoop)] : []
+        let idle = load.map { [IdleItems($0, on: initiator.runLoop), IdleItems($0, on: responder.runLoop)] } ?? []
         let initiatorPort = makePort()
         let responderPort = makePort()
         let trips = RoundTrips(peer: .runLoopKit, plan: plan)

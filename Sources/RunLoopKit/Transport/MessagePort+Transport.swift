@@ -31,7 +31,7 @@ extension MessagePort {
         do { (mine, theirs) = try SeqPacketSocket.makePair(inheritable: inheritable) } catch { throw Self.portError(error) }
         // Before the other end exists anywhere else: every frame read from it names its sender.
         mine.setPassCredentials()
-        guard addConnection(mine, policy: nil) else {
+        guard addConnection(PortConnection(madeHere: mine)) else {
             mine.close()
             theirs.close()
             throw .invalidPort
@@ -39,21 +39,22 @@ extension MessagePort {
         return theirs
     }
 
-    /// Makes `socket` one of this port's connections and registers it in the port's modes;
-    /// false (the caller closes it) when the port is invalid. With a `policy`, every frame's
-    /// sender must be admitted by it (checked on the loop thread, which alone calls this with one).
-    func addConnection(_ socket: SeqPacketSocket, policy: MessagePort.Access?) -> Bool {
-        let added: (PortConnections.Connection, PortConnections)? = lock.withLock {
+    /// Makes `connection` one of this port's connections and registers it in the port's modes;
+    /// false (the caller closes it) when the port is invalid. A named connection's policy is then
+    /// checked for every frame (on the loop thread, which alone adds named connections).
+    func addConnection(_ connection: PortConnection) -> Bool {
+        let connections: PortConnections? = lock.withLock {
             guard membership.isValid else { return nil }
             if state.connections == nil { state.connections = PortConnections() }
-            if let policy { state.connections!.policies[socket.descriptor.rawValue] = policy }
-            return (state.connections!.add(socket), state.connections!)
+            if state.refusesPortComponents { connection.acceptDescriptors(false) }
+            state.connections!.add(connection)
+            return state.connections!
         }
-        guard let (connection, connections) = added else { return false }
+        guard let connections else { return false }
         // Unless the loop already dropped it (a peer that hung up at once, seen through a mode
         // that registered it meanwhile): its descriptor may be closed by now.
         membership.loop?.addRegistration(registration(of: connection, in: connections), for: self) {
-            lock.withLock { state.connections?.sockets[socket.descriptor.rawValue]?.token == connection.token }
+            lock.withLock { state.connections?.sockets[connection.socket.descriptor.rawValue] === connection }
         }
         return true
     }
@@ -97,12 +98,15 @@ extension MessagePort {
     /// all closed (a connection counts until its descriptor is closed). Any thread; a lock.
     public var connectionCount: Int { lock.withLock { state.connections?.openCount ?? 0 } }
 
-    /// Sets a closure told about dropped connections (`.malformedFrame(reason)` for a frame
-    /// that broke the protocol, `.resourceExhausted` when received descriptors could not be
-    /// installed). It runs on the receiving loop's thread. Without one, a line goes to stderr.
+    /// Sets a closure told about dropped connections and refused frames (`.malformedFrame(reason)`
+    /// for a frame that broke the protocol, `.resourceExhausted` when received descriptors could
+    /// not be installed, `.accessDenied`, `.portsRefused`, …). It runs on the receiving loop's
+    /// thread. Without one, a line goes to stderr. Replaces a handler set with
+    /// `setTransportReportHandler(_:)`, which also says who sent what was refused.
     /// Any thread; a lock.
     public func setTransportErrorHandler(_ handler: (@Sendable (PortError) -> Void)?) {
-        lock.withLock { state.transportErrorHandler = handler }
+        guard let handler else { return setTransportReportHandler(nil) }
+        setTransportReportHandler { report in handler(report.error) }
     }
 
     // MARK: - Sending through a proxy
@@ -179,6 +183,9 @@ extension MessagePort {
                 guard isValid else { return .invalidPort }
             case EMSGSIZE:
                 return .messageTooLarge(limit: Self.maximumFrameSize)
+            case EPERM where !descriptors.isEmpty:
+                // The owner's end refuses descriptors (SO_PASSRIGHTS off: acceptsPortComponents).
+                return .portsRefused
             case ENOBUFS, ENOMEM, ETOOMANYREFS:
                 return .resourceExhausted(errno: error.rawValue)
             default:
@@ -213,10 +220,10 @@ extension MessagePort {
 
     // MARK: - Receiving on the owner's loop
 
-    /// A connection's readiness report: frames may be waiting on `socket`. Loop thread only; the
+    /// A connection's readiness report: frames may be waiting on it. Loop thread only; the
     /// loop then services the port, whose `readConnections` checks for a receiver and room.
-    func connectionBecameReadable(_ socket: SeqPacketSocket, of connections: PortConnections) {
-        connections.markPending(socket)
+    func connectionBecameReadable(_ connection: PortConnection, of connections: PortConnections) {
+        connections.markPending(connection)
         // Read (under the lock) by a thread setting a receiver, which then tells the loop
         // if the loop found no receiver and left the connection pending.
         connectionsPending.store(true, ordering: .sequentiallyConsistent)
@@ -247,12 +254,12 @@ extension MessagePort {
         guard let connections else { return 0 }
         var delivered = 0
         swap(&connections.pending, &connections.reading)
-        while let socket = connections.reading.popFirst() {
+        while let connection = connections.reading.popFirst() {
             if room > 0 {
-                unpark(socket, of: connections)
-                delivered += readFrame(from: socket, of: connections, room: &room, deliverNow: delivered < budget)
+                unpark(connection, of: connections)
+                delivered += readFrame(from: connection, of: connections, room: &room, deliverNow: delivered < budget)
             } else {
-                park(socket, of: connections)
+                park(connection, of: connections)
             }
         }
         connectionsPending.store(!connections.pending.isEmpty, ordering: .sequentiallyConsistent)
@@ -261,30 +268,32 @@ extension MessagePort {
 
     /// Unregisters a connection that cannot be read now, and keeps it pending: a receiver being
     /// set, or room being made, makes the port deliverable, and the loop reads it then.
-    private func park(_ socket: SeqPacketSocket, of connections: PortConnections) {
-        connections.markPending(socket)
-        let connection: PortConnections.Connection? = lock.withLock {
-            guard !connections.parked.contains(socket), let connection = connections.sockets[socket.descriptor.rawValue] else {
-                return nil
-            }
-            connections.parked.append(socket)
-            return connection
+    private func park(_ connection: PortConnection, of connections: PortConnections) {
+        connections.markPending(connection)
+        let parked: Bool = lock.withLock {
+            guard !connections.parked.contains(where: { $0 === connection }),
+                  connections.sockets[connection.socket.descriptor.rawValue] === connection else { return false }
+            connections.parked.append(connection)
+            return true
         }
-        if let connection { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
+        if parked { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
     }
 
     /// Registers a parked connection again, now that it can be read (a no-op for one that is
     /// not parked, the usual case, which costs no lock).
-    private func unpark(_ socket: SeqPacketSocket, of connections: PortConnections) {
+    private func unpark(_ connection: PortConnection, of connections: PortConnections) {
         guard !connections.parked.isEmpty else { return }
-        let connection: PortConnections.Connection? = lock.withLock {
-            guard let index = connections.parked.firstIndex(of: socket) else { return nil }
+        let unparked: Bool = lock.withLock {
+            guard let index = connections.parked.firstIndex(where: { $0 === connection }) else { return false }
             connections.parked.remove(at: index)
-            return connections.sockets[socket.descriptor.rawValue]
+            return connections.sockets[connection.socket.descriptor.rawValue] === connection
         }
-        guard let connection else { return }
+        guard unparked else { return }
         membership.loop?.addRegistration(registration(of: connection, in: connections), for: self) {
-            lock.withLock { connections.sockets[socket.descriptor.rawValue] != nil && !connections.parked.contains(socket) }
+            lock.withLock {
+                connections.sockets[connection.socket.descriptor.rawValue] === connection
+                    && !connections.parked.contains { $0 === connection }
+            }
         }
     }
 
@@ -294,38 +303,49 @@ extension MessagePort {
     /// `room` is the queue's free space, kept current. A closed, failed or misbehaving
     /// connection is dropped: a zero-length record is the peer closing (or breaking the rule
     /// that frames are never empty), and a malformed frame ends its connection too.
-    private func readFrame(from socket: SeqPacketSocket, of connections: PortConnections,
+    private func readFrame(from connection: PortConnection, of connections: PortConnections,
                            room: inout Int, deliverNow: Bool) -> Int {
         let batch = connections.batch
         let count: Int?
         do {
-            count = try socket.receive(into: batch, upTo: 1)
+            count = try connection.socket.receive(into: batch, upTo: 1)
         } catch {
-            drop(socket, of: connections, reporting: nil)
+            drop(connection, of: connections, reporting: nil)
             return 0
         }
         guard count == 1 else { return 0 }
         let record = batch[0]
         if record.endOfStream {
-            drop(socket, of: connections, reporting: nil)
+            record.closeDescriptors()
+            drop(connection, of: connections, reporting: nil)
             return 0
         }
-        // A connection made through a published name: its access policy holds for every frame,
-        // whoever holds the socket now (named-ports.md §5).
-        if !connections.policies.isEmpty, let policy = connections.policies[socket.descriptor.rawValue],
-           !(record.credentials.map(policy.admits) ?? false) {
+        let sender = record.credentials.map { connection.sender($0, process: record.process) }
+        if record.credentials == nil, case .success(let process)? = record.process { process.close() }
+        // Only a named connection or a frame with descriptors can be refused here: the usual
+        // frame skips the call.
+        if connection.named != nil || !record.descriptors.isEmpty, let refusal = refusal(of: record, from: sender, on: connection) {
             for descriptor in record.descriptors { descriptor.close() }
-            drop(socket, of: connections, reporting: .accessDenied)
+            if refusal.error == .portsRefused {
+                // The frame alone is refused: the connection may carry frames without ports.
+                reportTransportError(refusal)
+            } else {
+                drop(connection, of: connections, reporting: refusal)
+            }
             return 0
         }
-        let message: Message
+        let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?)
         do {
-            message = try self.message(from: record)
+            decoded = try decode(record)
         } catch {
             for descriptor in record.descriptors { descriptor.close() }
-            drop(socket, of: connections, reporting: .malformedFrame(error))
+            drop(connection, of: connections,
+                 reporting: TransportReport(error: .malformedFrame(error), sender: sender, connector: connection.named?.connector))
             return 0
         }
+        // The sender moves into the message: copied, it cost a retain and a release of its pin.
+        let message = Message(msgid: decoded.msgid, payload: decoded.payload, replyPort: decoded.replyPort,
+                              sender: consume sender)
         lock.lock()
         if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
             state.statistics.accepted(queued: 0)
@@ -347,17 +367,38 @@ extension MessagePort {
         return 0
     }
 
-    /// Decodes and validates one received record into a message whose port components are
+    /// Why a record read from `connection` must not be delivered, or nil. A connection made
+    /// through a published name keeps its policy for every frame, whoever holds the socket now
+    /// (named-ports.md §5.5), and no frame on it can come from this process unless this process
+    /// connected (§3.32: only CAP_SYS_ADMIN can claim another's pid). A port that refuses
+    /// port components refuses a frame with descriptors (one queued before it began to refuse,
+    /// or on a kernel without SO_PASSRIGHTS).
+    private func refusal(of record: ReceiveBatch.Record, from sender: Sender?, on connection: PortConnection) -> TransportReport? {
+        if let named = connection.named {
+            guard let sender, named.access.admits(sender) else {
+                return TransportReport(error: .accessDenied, sender: sender, connector: named.connector)
+            }
+            if sender.pid == Sender.thisProcess && named.connector.pid != Sender.thisProcess {
+                return TransportReport(error: .forgedCredentials, sender: sender, connector: named.connector)
+            }
+        }
+        if !record.descriptors.isEmpty, lock.withLock({ state.refusesPortComponents }) {
+            return TransportReport(error: .portsRefused, sender: sender, connector: connection.named?.connector)
+        }
+        return nil
+    }
+
+    /// Decodes and validates one received record into a message's contents, its port components
     /// proxies. On failure nothing has taken ownership of the record's descriptors.
-    private func message(from record: ReceiveBatch.Record) throws(FrameError) -> Message {
+    private func decode(_ record: ReceiveBatch.Record) throws(FrameError) -> (msgid: UInt32, payload: Message.Payload,
+                                                                           replyPort: MessagePort?) {
         if record.truncated { throw .truncated }
         if record.descriptorsTruncated { throw .descriptorsTruncated }
         if record.unexpectedControl { throw .unexpectedControlMessage }
         let reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
-        let sender = record.credentials.flatMap(Sender.init(frameSender:))
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port components and no reply port.
-            return Message(msgid: reader.msgid, payload: reader.payload { nil }, replyPort: nil, sender: sender)
+            return (reader.msgid, reader.payload { nil }, nil)
         }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
@@ -366,29 +407,28 @@ extension MessagePort {
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
         let payload = reader.payload { proxies.next() }
-        return Message(msgid: reader.msgid, payload: payload,
-                       replyPort: reader.hasReplyPort ? proxies.next() : nil, sender: sender)
+        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil)
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.
-    private func drop(_ socket: SeqPacketSocket, of connections: PortConnections, reporting error: PortError?) {
-        let (removed, handler) = lock.withLock { (connections.remove(socket), state.transportErrorHandler) }
-        if let removed { membership.loop?.removeRegistration(registration(of: removed, in: connections), for: self) }
-        socket.close()
-        if removed != nil { lock.withLock { connections.didClose() } }
-        if let error { reportTransportError(error, to: handler) }
+    private func drop(_ connection: PortConnection, of connections: PortConnections, reporting report: TransportReport?) {
+        let (removed, handler) = lock.withLock { (connections.remove(connection), state.transportErrorHandler) }
+        if removed { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
+        connection.close()
+        if removed { lock.withLock { connections.didClose() } }
+        if let report { reportTransportError(report, to: handler) }
     }
 
-    /// Tells the transport error handler (or stderr) why a connection was dropped. Loop thread.
-    func reportTransportError(_ error: PortError) {
-        reportTransportError(error, to: lock.withLock { state.transportErrorHandler })
+    /// Tells the transport report handler (or stderr) what was refused or dropped. Loop thread.
+    func reportTransportError(_ report: TransportReport) {
+        reportTransportError(report, to: lock.withLock { state.transportErrorHandler })
     }
 
-    private func reportTransportError(_ error: PortError, to handler: (@Sendable (PortError) -> Void)?) {
+    private func reportTransportError(_ report: TransportReport, to handler: (@Sendable (TransportReport) -> Void)?) {
         if let handler {
-            handler(error)
+            handler(report)
         } else {
-            var line = Array("RunLoopKit: \(self) dropped a connection: \(error)\n".utf8)
+            var line = Array("RunLoopKit: \(self): \(report)\n".utf8)
             _ = write(STDERR_FILENO, &line, line.count)
         }
     }

@@ -1,0 +1,4 @@
+// A one-file user of RunLoopKitLogging.
+import RunLoopKitLogging
+
+print("logging adapter linked")
