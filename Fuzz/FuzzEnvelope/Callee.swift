@@ -57,16 +57,10 @@ final class Callee: @unchecked Sendable {
             answered.signal()
         }
         thread.runLoop.add(replies, forMode: .default)
-        // One call before the first input: what the process makes once, on first use (the
-        // concurrency runtime's threads, libdispatch's epoll and timerfd), is then there
-        // before any input's descriptors are counted.
-        do {
-            let twice = "$s12FuzzEnvelope0A5ActorC5twiceyS2iYaKFTE"
-            let warmUp = try Envelope.call(callID: 1, target: twice, substitutions: [], arguments: [Array("1".utf8)]).encoded()
-            receive(Array(warmUp), decoded: try Envelope.decode(warmUp))
-        } catch {
-            fuzzFailure("the warm-up call: \(error)")
-        }
+        // A session, and the call `open` makes on it, before the first input: what the process
+        // makes once, on first use (the concurrency runtime's threads, libdispatch's epoll and
+        // timerfd), is then there before any input's descriptors are counted.
+        _ = open()
     }
 
     /// Sends `envelope` on the session and checks the callee's response to it.
@@ -116,9 +110,22 @@ final class Callee: @unchecked Sendable {
         guard answered.wait(timeout: .now() + 10) == .success, let welcome = answers.take().first,
               let port = welcome.port(at: 1) else { fuzzFailure("no WELCOME") }
         thread.runLoop.add(port, forMode: .default)
+        // One valid CALL before any input's: the callee pins the session's caller with a pidfd
+        // on its first frame, and holds it as long as the session (not a descriptor per call).
+        do {
+            let warmUp = try Envelope.call(callID: 1, target: Self.twice, substitutions: [], arguments: [Array("1".utf8)])
+            try port.send(msgid: 0, components: [.data(try warmUp.encoded())], timeout: .seconds(10))
+        } catch {
+            fuzzFailure("the warm-up call on a new session: \(error)")
+        }
+        guard answered.wait(timeout: .now() + 10) == .success, answers.take().count == 1 else {
+            fuzzFailure("no answer to the warm-up call on a new session")
+        }
         session = port
         return port
     }
+
+    static let twice = "$s12FuzzEnvelope0A5ActorC5twiceyS2iYaKFTE"
 
     private func waitUntil(_ what: String, _ condition: () -> Bool) {
         let deadline = ContinuousClock.now + .seconds(10)

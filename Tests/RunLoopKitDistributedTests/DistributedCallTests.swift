@@ -91,6 +91,24 @@ struct DistributedCallTests {
         #expect(await peer.exitStatus() == 128 + SIGKILL)
     }
 
+    @Test("§3.38 a call whose callee process is killed while it runs fails with .peerTerminated within a second")
+    func calleeKilledMidCallIsPeerTerminated() async throws {
+        let prefix = uniquePrefix("killed")
+        let peer = try await PeerProcess.serving(prefix)
+        let system = PortActorSystem()
+        defer { system.shutdown() }
+        // As above: only noticing the death can end the call before the hang guard.
+        system.callTimeout = .seconds(600)
+        let gate = try Gate.resolve(id: .named(prefix + ".gate"), using: system)
+        let opener = try Opener.resolve(id: .named(prefix + ".opener"), using: system)
+        async let blocked = thrownError { try await gate.waitBlocking() }
+        // The gate's call is running in the callee (it blocks there) when the process is killed.
+        while try await !opener.isGateWaiting() {}
+        kill(peer.pid, SIGKILL)
+        #expect(await blocked as? PortActorSystemError == .peerTerminated)
+        #expect(await peer.exitStatus() == 128 + SIGKILL)
+    }
+
     @Test("§3.38 a call unanswered for callTimeout fails with .callTimedOut")
     func unansweredCallTimesOut() async throws {
         let prefix = uniquePrefix("timeout")

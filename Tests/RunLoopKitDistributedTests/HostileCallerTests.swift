@@ -89,6 +89,14 @@ struct HostileCallerTests {
         badVersion[4] = 2
         var lengthPastEnd = valid
         lengthPastEnd[20] = 0xFF
+        var longTarget = valid
+        longTarget[16] = 0x01
+        longTarget[17] = 0x04
+        var tooManyArguments = valid
+        tooManyArguments[19] = 65
+        // As large as a frame carries, with an argument that claims more than that.
+        let largest = Array(valid[0..<20]) + [0xFF, 0xFF, 0xFF, 0xFF]
+            + [UInt8](repeating: UInt8(ascii: "1"), count: Envelope.maximumSize - 24)
         return [
             ("garbage", Array("not an envelope at all".utf8)),
             ("empty", []),
@@ -97,12 +105,15 @@ struct HostileCallerTests {
             ("an argument length past the end", lengthPastEnd),
             ("version 2", badVersion),
             ("trailing bytes", valid + [0]),
+            ("a target length of 1,025 bytes", longTarget),
+            ("65 arguments", tooManyArguments),
+            ("the largest frame, with an argument longer than it", largest),
             ("a HELLO on the session", Array((try? Envelope.hello(callID: 3).encoded()) ?? Data())),
             ("a RETURN on the session", Array((try? Envelope.returned(callID: 3, value: Array("1".utf8)).encoded()) ?? Data())),
         ]
     }()
 
-    @Test("a malformed envelope costs its sender the session, never the callee's process", arguments: 0..<malformed.count)
+    @Test("a garbage, truncated or oversized envelope costs its sender the session, never the callee's process", arguments: 0..<malformed.count)
     func malformedEnvelopeClosesTheSession(_ index: Int) async throws {
         let (what, bytes) = Self.malformed[index]
         let prefix = uniquePrefix("malformed")
