@@ -28,8 +28,8 @@ final class PeerProcess: @unchecked Sendable {
     private let outputPath: String
     private var reaped: Int32?
 
-    /// Spawns `DistributedPeer arguments…`.
-    init(_ arguments: [String]) throws {
+    /// Spawns `DistributedPeer arguments…`, or another executable built beside the tests.
+    init(_ arguments: [String], executable: String = PeerProcess.executable) throws {
         outputPath = "/tmp/rlkd-peer-\(getpid())-\(nameSerial.wrappingAdd(1, ordering: .relaxed).newValue).out"
         let output = open(outputPath, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw SpawnError(description: "cannot create \(outputPath)") }
@@ -39,7 +39,6 @@ final class PeerProcess: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, output, 1)
         posix_spawn_file_actions_adddup2(&actions, output, 2)
-        let executable = Self.executable
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -107,16 +106,20 @@ final class PeerProcess: @unchecked Sendable {
     }
 
     /// The DistributedPeer executable, built beside the test binary.
-    static let executable: String = {
+    static let executable = besideTests("DistributedPeer")
+
+    /// The path of an executable target built beside the test binary (a dependency of the test
+    /// target), or a message saying it is missing.
+    static func besideTests(_ name: String) -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         var folder = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         while let slash = folder.lastIndex(of: "/"), slash != folder.startIndex {
             folder = String(folder[..<slash])
-            if access(folder + "/DistributedPeer", X_OK) == 0 { return folder + "/DistributedPeer" }
+            if access(folder + "/" + name, X_OK) == 0 { return folder + "/" + name }
         }
-        return "DistributedPeer not found above the test executable; build with --build-tests"
-    }()
+        return "\(name) not found above the test executable; build with --build-tests"
+    }
 }
 
 /// The error `body` throws, or nil when it returns.
