@@ -1,9 +1,11 @@
 // example-client: connects to example-daemon by name, sends requests with sendRequest, checks
 // and prints each reply, and exits non-zero on the first error.
 //
-//   example-client [--name NAME] [--count N] [--rounds R] [--quiet]
+//   example-client [--name NAME] [--count N] [--rounds R] [--quiet] [--distributed]
 //                  [--grpc HOST:PORT [--grpc-tls CERT KEY CA]]
 //
+// With --distributed it calls the daemon's distributed actor (ExampleService, published beside
+// the service port) instead of sending requests to the port.
 // With --grpc it reaches the daemon's service port over the gRPC bridge (the daemon started
 // with --grpc) instead of by local name: plaintext on loopback, or mutual TLS.
 #if canImport(Glibc)
@@ -11,6 +13,7 @@ import Glibc
 #endif
 import ExampleWire
 import RunLoopKit
+import RunLoopKitDistributed
 #if GRPC
 import RunLoopKitGRPC
 #endif
@@ -21,13 +24,17 @@ func fail(_ text: String) -> Never {
     exit(1)
 }
 
-let usage = "usage: example-client [--name NAME] [--count N] [--rounds R] [--quiet] [--grpc HOST:PORT [--grpc-tls CERT KEY CA]]"
+let usage = "usage: example-client [--name NAME] [--count N] [--rounds R] [--quiet] [--distributed] [--grpc HOST:PORT [--grpc-tls CERT KEY CA]]"
 var name = Wire.defaultName, count: UInt64 = 10, rounds: UInt64 = 1_000, quiet = false
-var grpcAddress: String?, grpcTLS: [String] = []
+var grpcAddress: String?, grpcTLS: [String] = [], distributed = false
 var arguments = CommandLine.arguments.dropFirst()
 while let flag = arguments.popFirst() {
     if flag == "--quiet" {
         quiet = true
+        continue
+    }
+    if flag == "--distributed" {
+        distributed = true
         continue
     }
     if flag == "--grpc-tls" {
@@ -44,6 +51,27 @@ while let flag = arguments.popFirst() {
     case ("--grpc", _): grpcAddress = value
     default: fail(usage)
     }
+}
+
+if distributed {
+    let system = PortActorSystem()
+    system.callTimeout = .seconds(10)
+    let actorName = Wire.actorName(for: name)
+    let service: ExampleService
+    do { service = try ExampleService.resolve(id: .named(actorName), using: system) } catch {
+        fail("cannot resolve '\(actorName)': \(error)")
+    }
+    var key: UInt64 = 0
+    while key < count {
+        key += 1
+        let result: UInt64
+        do { result = try await service.work(key: key, rounds: rounds) } catch { fail("call \(key): \(error)") }
+        guard result == Wire.work(key: key, rounds: rounds) else { fail("call \(key): wrong result \(result)") }
+        if !quiet { print("result \(key): \(String(result, radix: 16))") }
+    }
+    system.shutdown()
+    print("done: \(count) correct results from \(actorName)")
+    exit(0)
 }
 
 let service: MessagePort

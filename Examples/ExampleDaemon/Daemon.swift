@@ -3,11 +3,13 @@ import Glibc
 #endif
 import ExampleWire
 import RunLoopKit
+import RunLoopKitDistributed
 import RunLoopKitSystemd
 import Synchronization
 
 /// The main thread's part: publishes the service port under its name (or on the socket systemd
-/// passed), hands each client request round-robin to a worker with the client's reply port,
+/// passed) and the same service as a distributed actor (`ExampleService`, answered on the
+/// cooperative pool), hands each client request round-robin to a worker with the client's reply port,
 /// counts the requests in flight, and handles SIGTERM (unpublish, drain, stop), SIGHUP
 /// (reload), the watchdog and STATUS=. It knows its clients as processes, pinned by the kernel
 /// with each request (`sender.process`, which pid reuse cannot turn into another process):
@@ -39,6 +41,8 @@ final class Daemon: Sendable {
     private let service: MessagePort
     private let done: MessagePort
     private let workers: [Worker]
+    /// Publishes the service as a distributed actor too (`ExampleService`).
+    private let actors = PortActorSystem()
     private let state: Mutex<State>
     /// Also serves the service port elsewhere once it is published (the gRPC bridge of
     /// `--grpc`): called with the port and its name; returns how to stop.
@@ -73,6 +77,9 @@ final class Daemon: Sendable {
         // clients may already wait in its backlog; otherwise the port binds it now.
         try service.publish(as: configuration.name, access: configuration.access,
                             listeningSocket: SocketActivation.listeningSocket(named: configuration.name))
+        try actors.publish(ExampleService(actorSystem: actors), as: Wire.actorName(for: configuration.name),
+                           access: configuration.access)
+        defer { actors.shutdown() }
         let stopServing = try alsoServe?(service, configuration.name)
         defer { stopServing?() }
         scheduleStatus()
@@ -178,6 +185,7 @@ final class Daemon: Sendable {
             return (s.inFlight.count, s.configuration.drainTimeout)
         }) else { return }
         service.unpublish()
+        actors.unpublish(Wire.actorName(for: state.withLock { $0.configuration.name }))
         notifier.stopping(status: "Stopping: waiting for \(pending) request(s)")
         say("stopping")
         guard pending > 0 else { return loop.stop() }

@@ -92,6 +92,29 @@ struct ExampleDaemonTests {
         #expect(summary.hasSuffix(" 0 unanswered"), "\(summary)")
     }
 
+    @Test("example-client --distributed calls the daemon's service as a distributed actor; SIGTERM unpublishes it")
+    func distributedClient() async throws {
+        let (config, name) = try daemonConfiguration()
+        defer { unlink(config) }
+        let socket = try NotifySocket()
+        let daemon = try DaemonProcess(environment: ["NOTIFY_SOCKET": socket.path], arguments: [config])
+        try await socket.waitFor("READY=1")
+        let client = try ExampleClientProcess(["--name", name, "--count", "3", "--distributed"])
+        let (clientExit, clientOutput) = await client.finish()
+        #expect(clientExit == .exited(0), "\(clientOutput)")
+        // Each result is checked by the client against Wire.work; the lines show them.
+        let results = clientOutput.split(separator: "\n").filter { $0.hasPrefix("result ") }
+        #expect(results.map { $0.split(separator: ":").first.map(String.init) } == ["result 1", "result 2", "result 3"], "\(clientOutput)")
+        #expect(clientOutput.contains("done: 3 correct results from \(name).actor"), "\(clientOutput)")
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit() == .exited(0))
+        // Once the daemon is gone, so is its actor: the client finds no actor by that name.
+        let late = try ExampleClientProcess(["--name", name, "--count", "1", "--distributed"])
+        let (lateExit, lateOutput) = await late.finish()
+        #expect(lateExit == .exited(1), "\(lateOutput)")
+        #expect(lateOutput.contains("no actor is published as \(name).actor"), "\(lateOutput)")
+    }
+
     @Test("SIGTERM under steady load from example-client: every accepted request answered, exit 0")
     func drainsInFlightRequests() async throws {
         let (config, name) = try daemonConfiguration("status_interval_ms = 50\n")
