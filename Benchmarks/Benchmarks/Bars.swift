@@ -147,6 +147,14 @@ struct Bar: Sendable {
             guard let a = named.p50, let b = plain.p50, b > 0 else { return (false, "no p50") }
             return (a / b <= 1.1, String(format: "%.2f× (%.2f µs vs %.2f µs)", a / b, a, b))
         })
+        // A distributed call is a request/reply over a published name, plus the envelope, the
+        // JSON texts and the hops between each system's loop thread and the calling task.
+        bars.append(bar("distributed call (one Int argument and result, two processes) p50 ≤ 1.5× the xnamed row",
+                        row(.xprocess, .runLoopKitDistributed).flatMap { call in row(.xprocess, .runLoopKitNamed).map { (call, $0) } }) { call, named in
+            guard let a = call.p50, let b = named.p50, b > 0 else { return (false, "no p50") }
+            return (a / b <= 1.5, String(format: "%.2f× (%.2f µs vs %.2f µs); %.2f allocations per call (caller's side)",
+                                         a / b, a, b, call.allocationsPerMessage * 2))
+        })
         // What a C daemon author would use instead of a published port: a D-Bus method call with
         // sd-bus, peer to peer; through dbus-daemon, as most daemons are reached, beside it.
         let broker = row(.xprocess, .cSdBusBroker)?.p50

@@ -132,6 +132,9 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only: RunLoopKit over a published name (`publish(as:)` / `connect(to:)`)
     /// instead of an inherited send right — the `xnamed` row.
     case runLoopKitNamed = "RunLoopKit xnamed"
+    /// Cross-process only: a distributed actor call with one `Int` argument and result through
+    /// `PortActorSystem` (RunLoopKitDistributed), beside xnamed (see `DistributedCalls`).
+    case runLoopKitDistributed = "RunLoopKit distributed call"
     /// idle only: RunLoopKit's ping-pong with one idle fd source in the mode and nothing else,
     /// the floor of the idle bar.
     case runLoopKitOneSource = "RunLoopKit, 1 idle fd source"

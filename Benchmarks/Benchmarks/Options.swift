@@ -21,6 +21,9 @@ struct Options: Sendable {
     /// Set in the responder process of RunLoopKit's `xprocess` case (hidden, like
     /// `--run-case`): it only echoes (see `RunLoopKitPeer.serveCrossProcessEcho`).
     var crossProcessEcho: CrossProcessEcho?
+    /// Set in the responder process of the distributed-call row (hidden): it only publishes
+    /// its actor (see `DistributedCalls.serve`).
+    var distributedEcho: DistributedEcho?
     /// Set in the process the churn case runs under callgrind (hidden, like `--run-case`): the
     /// number of items of the one window it counts (see `Churn.countInstructions`).
     var churnInstructionsSize: Int?
@@ -40,6 +43,13 @@ struct Options: Sendable {
         /// `--xprocess-echo-bytes N` after either form: the `xpayloads` row's block size
         /// (pings carry one block and their sequence number as the msgid).
         var payloadBytes: Int?
+    }
+
+    /// `--distributed-echo NAME CELL`: publish the benchmark's distributed actor as NAME.
+    struct DistributedEcho: Sendable {
+        var name: String
+        /// The memfd of the `bench_responder_cell` shared with the initiator.
+        var cellDescriptor: Int32
     }
 
     static let usage = """
@@ -120,6 +130,12 @@ struct Options: Sendable {
                     throw UsageError(description: "--xprocess-echo-named needs a name and a descriptor")
                 }
                 options.crossProcessEcho = CrossProcessEcho(initiator: .name(name), cellDescriptor: cell)
+            case "--distributed-echo":
+                let name = try value(for: argument)
+                guard let cell = Int32(try value(for: argument)), cell >= 0 else {
+                    throw UsageError(description: "--distributed-echo needs a name and a descriptor")
+                }
+                options.distributedEcho = DistributedEcho(name: name, cellDescriptor: cell)
             case "--xprocess-echo-bytes":
                 guard let bytes = Int(try value(for: argument)), bytes > 0, options.crossProcessEcho != nil else {
                     throw UsageError(description: "--xprocess-echo-bytes needs a size, after --xprocess-echo")

@@ -161,10 +161,11 @@ extension RunLoopKitPeer {
         exit(0)
     }
 
-    /// posix_spawn of this executable as the responder. The two descriptors cross exec
+    /// posix_spawn of this executable as the responder (of this row, or of the distributed-call
+    /// row: `DistributedCalls`). The two descriptors cross exec
     /// because they are not close-on-exec; the responder's stdout goes to /dev/null, so
     /// that it never holds the pipe the parent of this case reads its result from.
-    private static func spawnResponder(_ responderArguments: [String]) -> pid_t {
+    static func spawnResponder(_ responderArguments: [String]) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -182,7 +183,7 @@ extension RunLoopKitPeer {
 
     /// Reaps the responder: its exit status, 128 + the signal that killed it, or a
     /// failure when it has not exited within `responderExitTimeout` (it is killed then).
-    private static func waitForExit(_ pid: pid_t) -> Int32 {
+    static func waitForExit(_ pid: pid_t) -> Int32 {
         let deadline = ContinuousClock.now + responderExitTimeout
         while true {
             var status: Int32 = 0
