@@ -135,6 +135,8 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only: a distributed actor call with one `Int` argument and result through
     /// `PortActorSystem` (RunLoopKitDistributed), beside xnamed (see `DistributedCalls`).
     case runLoopKitDistributed = "RunLoopKit distributed call"
+    /// Cross-process only: the same call on an actor pinned to a resident thread of the callee.
+    case runLoopKitDistributedPinned = "RunLoopKit distributed call (pinned actor)"
     /// idle only: RunLoopKit's ping-pong with one idle fd source in the mode and nothing else,
     /// the floor of the idle bar.
     case runLoopKitOneSource = "RunLoopKit, 1 idle fd source"

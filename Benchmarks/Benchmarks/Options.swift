@@ -50,6 +50,8 @@ struct Options: Sendable {
         var name: String
         /// The memfd of the `bench_responder_cell` shared with the initiator.
         var cellDescriptor: Int32
+        /// `--distributed-echo-pinned`: the actor is pinned to a resident thread.
+        var pinned = false
     }
 
     static let usage = """
@@ -130,12 +132,13 @@ struct Options: Sendable {
                     throw UsageError(description: "--xprocess-echo-named needs a name and a descriptor")
                 }
                 options.crossProcessEcho = CrossProcessEcho(initiator: .name(name), cellDescriptor: cell)
-            case "--distributed-echo":
+            case "--distributed-echo", "--distributed-echo-pinned":
                 let name = try value(for: argument)
                 guard let cell = Int32(try value(for: argument)), cell >= 0 else {
-                    throw UsageError(description: "--distributed-echo needs a name and a descriptor")
+                    throw UsageError(description: "\(argument) needs a name and a descriptor")
                 }
-                options.distributedEcho = DistributedEcho(name: name, cellDescriptor: cell)
+                options.distributedEcho = DistributedEcho(name: name, cellDescriptor: cell,
+                                                          pinned: argument == "--distributed-echo-pinned")
             case "--xprocess-echo-bytes":
                 guard let bytes = Int(try value(for: argument)), bytes > 0, options.crossProcessEcho != nil else {
                     throw UsageError(description: "--xprocess-echo-bytes needs a size, after --xprocess-echo")

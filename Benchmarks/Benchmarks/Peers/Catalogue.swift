@@ -21,7 +21,7 @@ import CBenchmarkPeers
 /// method call over a socketpair with libsystemd, no broker; "C sd-bus via dbus-daemon" the
 /// same call through a private broker, run only where dbus-daemon is installed. "RunLoopKit
 /// distributed call" is a distributed actor call (one `Int` argument and result) through
-/// `PortActorSystem`, read against xnamed.
+/// `PortActorSystem`, read against xnamed, to a default actor and to one pinned to a resident thread.
 /// `idle` is RunLoopKit's ping-pong with idle items, beside the same C eventfd baseline, the
 /// same ping-pong with one idle fd source (the floor its bar reads against: a loop that must
 /// watch a descriptor sleeps in epoll) and with ten times the items (the flatness bar). `fanin` has the C ring's four-sender variant as
@@ -45,7 +45,7 @@ enum Catalogue {
             [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
         case .xprocess:
             [.cSocketpair, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd, .cSdBus]
-                + (bench_dbus_daemon_available() != 0 ? [.cSdBusBroker] : []) + [.runLoopKit, .runLoopKitNamed, .runLoopKitDistributed]
+                + (bench_dbus_daemon_available() != 0 ? [.cSdBusBroker] : []) + [.runLoopKit, .runLoopKitNamed, .runLoopKitDistributed, .runLoopKitDistributedPinned]
         case .actorhop:
             [.cEventfd, .defaultActor, .nio, .runLoopKit]
         case .asyncstream:
@@ -115,6 +115,7 @@ enum Catalogue {
         case (.actorhop, .runLoopKit): RunLoopKitPeer.actorHop(plan)
         case (.xprocess, .runLoopKitNamed): RunLoopKitPeer.crossProcessPingPong(plan, named: true)
         case (.xprocess, .runLoopKitDistributed): DistributedCalls.measure(plan)
+        case (.xprocess, .runLoopKitDistributedPinned): DistributedCalls.measure(plan, pinned: true)
         #if GRPC
         case (.xhost, _): GRPCBridgePeer.latency(benchmarkCase.peer, plan)
         #endif

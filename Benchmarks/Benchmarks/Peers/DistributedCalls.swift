@@ -1,6 +1,7 @@
 import CBenchmarkPeers
 import Distributed
 import Foundation
+import RunLoopKit
 import RunLoopKitDistributed
 
 /// The `xprocess` workload's distributed-call row (DESIGN §5 "distributed call"): a task of this
@@ -19,8 +20,10 @@ enum DistributedCalls {
     private static let publishTimeout = Duration.seconds(10)
 
     /// The initiator: spawns the responder, calls until `plan` is complete, checks that the
-    /// responder answered every call, then ends it (SIGTERM) and reaps it.
-    static func measure(_ plan: LatencyPlan) -> LatencyMeasurement {
+    /// responder answered every call, then ends it (SIGTERM) and reaps it. `pinned`: the
+    /// responder's actor is pinned to a resident thread, whose loop then also reads its calls
+    /// (no hand-off between threads in the callee).
+    static func measure(_ plan: LatencyPlan, pinned: Bool = false) -> LatencyMeasurement {
         var cellDescriptor: Int32 = -1
         guard let mapped = bench_responder_cell_create(&cellDescriptor) else {
             fail("RunLoopKit distributed: cannot create the shared responder cell (memfd)")
@@ -28,23 +31,37 @@ enum DistributedCalls {
         let cell = SharedCell(pointer: mapped)
         let name = "rlk-bench-distributed-\(getpid())"
         // Spawned after `Pinning.apply`: in the pinned regime it inherits the one-CPU mask.
-        let pid = RunLoopKitPeer.spawnResponder(["--distributed-echo", name, String(cellDescriptor)])
+        let pid = RunLoopKitPeer.spawnResponder([pinned ? "--distributed-echo-pinned" : "--distributed-echo", name,
+                                                 String(cellDescriptor)])
         close(cellDescriptor)
 
         let system = PortActorSystem()
-        let echo: BenchEcho
-        do { echo = try BenchEcho.resolve(id: .named(name), using: system) } catch {
+        // The two actors are distinct types (a call names its target by the function's mangled
+        // name, which names the type): the calls are made through closures of either.
+        let call: @Sendable (Int) async throws -> Int
+        let ready: @Sendable () async throws -> Void
+        do {
+            if pinned {
+                let echo = try PinnedBenchEcho.resolve(id: .named(name), using: system)
+                call = { try await echo.echo($0) }
+                ready = { try await echo.ready() }
+            } else {
+                let echo = try BenchEcho.resolve(id: .named(name), using: system)
+                call = { try await echo.echo($0) }
+                ready = { try await echo.ready() }
+            }
+        } catch {
             fail("RunLoopKit distributed: resolve \(name): \(error)")
         }
         let (measurement, calls) = BlockingTask.run { () async -> (LatencyMeasurement, UInt64) in
-            await waitUntilPublished(echo, name: name)
+            await waitUntilPublished(ready, name: name)
             var recorder = LatencyRecorder(plan: plan, messagesPerSample: 2)
             var seq = 0
             repeat {
                 seq += 1
                 let calledAt = bench_now_ns()
                 let reply: Int
-                do { reply = try await echo.echo(seq) } catch { fail("RunLoopKit distributed: call \(seq) threw \(error)") }
+                do { reply = try await call(seq) } catch { fail("RunLoopKit distributed: call \(seq) threw \(error)") }
                 let now = bench_now_ns()
                 guard reply == seq else { fail("RunLoopKit distributed: call \(seq) returned \(reply)") }
                 let same = bench_current_cpu() == bench_responder_cell_cpu(cell.pointer)
@@ -64,11 +81,11 @@ enum DistributedCalls {
 
     /// Calls `ready()` until the responder has published the actor (until then a call finds no
     /// actor by that name), or fails after `publishTimeout`.
-    private static func waitUntilPublished(_ echo: BenchEcho, name: String) async {
+    private static func waitUntilPublished(_ ready: @Sendable () async throws -> Void, name: String) async {
         let deadline = ContinuousClock.now + publishTimeout
         while true {
             do {
-                try await echo.ready()
+                try await ready()
                 return
             } catch PortActorSystemError.actorNotFound(_) where ContinuousClock.now < deadline {
                 try? await Task.sleep(for: .milliseconds(1))
@@ -87,7 +104,12 @@ enum DistributedCalls {
         close(echo.cellDescriptor)
         let system = PortActorSystem()
         do {
-            try system.publish(BenchEcho(actorSystem: system, cell: SharedCell(pointer: mapped)), as: echo.name)
+            let cell = SharedCell(pointer: mapped)
+            if echo.pinned {
+                try system.publish(PinnedBenchEcho(actorSystem: system, cell: cell), as: echo.name)
+            } else {
+                try system.publish(BenchEcho(actorSystem: system, cell: cell), as: echo.name)
+            }
         } catch {
             fail("RunLoopKit distributed responder: publish(_:as: \(echo.name)): \(error)")
         }
@@ -113,6 +135,35 @@ distributed actor BenchEcho {
     distributed func echo(_ value: Int) -> Int {
         guard value == answered + 1 else {
             fail("RunLoopKit distributed responder: received call \(value), expected \(answered + 1)")
+        }
+        answered = value
+        bench_responder_cell_answer(cell.pointer, UInt64(value))
+        return value
+    }
+}
+
+/// The same actor pinned to a resident thread (DESIGN §2b), for the pinned-actor row: its calls
+/// are read and run on that thread.
+distributed actor PinnedBenchEcho {
+    typealias ActorSystem = PortActorSystem
+    static let thread = ResidentThread(name: "bench-echo")
+    private let cell: SharedCell
+    private var answered = 0
+
+    init(actorSystem: PortActorSystem, cell: SharedCell) {
+        self.actorSystem = actorSystem
+        self.cell = cell
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        Self.thread.executor.asUnownedSerialExecutor()
+    }
+
+    distributed func ready() {}
+
+    distributed func echo(_ value: Int) -> Int {
+        guard value == answered + 1 else {
+            fail("RunLoopKit distributed responder (pinned): received call \(value), expected \(answered + 1)")
         }
         answered = value
         bench_responder_cell_answer(cell.pointer, UInt64(value))
