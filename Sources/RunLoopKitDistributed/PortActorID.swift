@@ -6,7 +6,7 @@ import Glibc
 ///
 /// A client names an actor by the name it was published under (`.named("store")`), optionally
 /// with the effective uid of the process that published it, for a name another non-root user
-/// published (DESIGN §3.25: names are scoped per user; `connect(to:publishedBy:)`). The system
+/// published (Guarantees §3.25: names are scoped per user; `connect(to:publishedBy:)`). The system
 /// gives every actor it creates an identity of its own, which only that system resolves: an
 /// actor is reachable from another process by the name it is published under, never by that
 /// identity.
@@ -24,7 +24,7 @@ public struct PortActorID: Hashable, Sendable, Codable, CustomStringConvertible 
         self.kind = kind
     }
 
-    /// The actor published as `name` (1–100 bytes of `[A-Za-z0-9._-]`, DESIGN §3.25), looked up
+    /// The actor published as `name` (1–100 bytes of `[A-Za-z0-9._-]`, Guarantees §3.25), looked up
     /// in the caller's own scope then the system's, or with `uid` in that user's scope only. A
     /// name that is not valid makes calls throw `PortError.invalidName`. Any thread; free.
     public static func named(_ name: String, publishedBy uid: UInt32? = nil) -> PortActorID {

@@ -4,7 +4,7 @@ import RunLoopKit
 /// The callee's side: actors published under names, and the end of it all.
 extension PortActorSystem {
     /// Makes `actor` callable from every process of this host that `access` admits, as `name`
-    /// (1–100 bytes of `[A-Za-z0-9._-]`, scoped by this process's effective uid: DESIGN §3.25).
+    /// (1–100 bytes of `[A-Za-z0-9._-]`, scoped by this process's effective uid: Guarantees §3.25).
     /// The system holds the actor until `unpublish(name)` or `shutdown()`. Its calls run on its
     /// own executor; an actor pinned to a resident thread also has its ports on that thread's
     /// loop, which then reads its calls.

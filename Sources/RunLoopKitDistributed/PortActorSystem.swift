@@ -6,7 +6,7 @@ import FoundationEssentials
 import RunLoopKit
 import Synchronization
 
-/// A distributed actor system for the processes of one host, over named ports (DESIGN §2f): an
+/// A distributed actor system for the processes of one host, over named ports: an
 /// actor `publish`ed under a name is callable from any process its access policy admits, with
 /// typed arguments, results and errors, and the caller's kernel-verified identity
 /// (`PortActorSystem.caller`) inside the call.

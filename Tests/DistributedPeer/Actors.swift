@@ -105,7 +105,7 @@ public distributed actor Store {
     }
 }
 
-/// An actor pinned to a resident thread (DESIGN §2b): its calls run there. The thread is a
+/// An actor pinned to a resident thread: its calls run there. The thread is a
 /// static one: a distributed actor's stored properties cannot be read from nonisolated code such
 /// as `unownedExecutor` (Swift 6.3: "distributed actor-isolated property … can not be accessed
 /// from a nonisolated context").

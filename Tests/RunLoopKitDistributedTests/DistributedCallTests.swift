@@ -1,4 +1,4 @@
-// DESIGN §3.38, one test per clause, each across two processes: this one and a
+// Guarantees §3.38, one test per clause, each across two processes: this one and a
 // DistributedPeer that publishes actors (or calls the ones this process publishes).
 
 import Distributed

@@ -4,7 +4,7 @@ import Foundation
 import RunLoopKit
 import RunLoopKitDistributed
 
-/// The `xprocess` workload's distributed-call row (DESIGN §5 "distributed call"): a task of this
+/// The `xprocess` workload's distributed-call row (the "distributed call" bar of Benchmarks/README.md): a task of this
 /// process calls `echo(_:)` — one `Int` argument, one `Int` result — on a distributed actor that
 /// a responder process (this executable with `--distributed-echo`) publishes through a
 /// `PortActorSystem`, and checks the result. One sample is the call and its reply, two one-way
@@ -142,7 +142,7 @@ distributed actor BenchEcho {
     }
 }
 
-/// The same actor pinned to a resident thread (DESIGN §2b), for the pinned-actor row: its calls
+/// The same actor pinned to a resident thread, for the pinned-actor row: its calls
 /// are read and run on that thread.
 distributed actor PinnedBenchEcho {
     typealias ActorSystem = PortActorSystem
