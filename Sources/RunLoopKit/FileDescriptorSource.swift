@@ -26,6 +26,9 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     public let fileDescriptor: Int32
     let events: Events
     let order: Int
+    /// `.fileDescriptor`, or the kind of the source built on this one (`.signal`, `.processExit`),
+    /// for loop-health reports.
+    let calloutKind: ThreadRunLoop.Callout.Kind
     /// The epoll token of `source1Registrations`.
     private let registrationToken = Source1Token.next()
     private let handler: @Sendable (FileDescriptorSource, Events) -> Void
@@ -41,6 +44,18 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
         self.fileDescriptor = fileDescriptor
         self.events = events
         self.order = order
+        calloutKind = .fileDescriptor
+        self.handler = handler
+    }
+
+    /// The fd source under another kind of source (`SignalSource`, `ProcessExitSource`), whose
+    /// callouts are reported as `calloutKind`.
+    init(fileDescriptor: Int32, events: Events, calloutKind: ThreadRunLoop.Callout.Kind,
+         handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
+        self.fileDescriptor = fileDescriptor
+        self.events = events
+        order = 0
+        self.calloutKind = calloutKind
         self.handler = handler
     }
 
@@ -52,6 +67,14 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
 
     /// False once invalidated. Any thread; one atomic load.
     public var isValid: Bool { membership.isValid }
+
+    /// A name for the source's callouts in loop-health reports (`ThreadRunLoop.Callout.label`),
+    /// e.g. "client 12". Read only when a callout is reported, so it costs the loop nothing otherwise.
+    /// Any thread; a lock.
+    public var label: String? {
+        get { membership.label }
+        set { membership.label = newValue }
+    }
 
     /// The descriptor, its events and whether the source is valid, for logs. Any thread; allocates
     /// the string.
