@@ -204,7 +204,8 @@ if !coreOnly {
         ),
         .testTarget(
             name: "RunLoopKitLoggingTests",
-            dependencies: ["RunLoopKit", "RunLoopKitLogging", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["RunLoopKit", "RunLoopKitLogging", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "InMemoryLogging", package: "swift-log")]
         ),
         // The other process of the gRPC bridge tests: serves or calls a port over gRPC.
         .executableTarget(name: "GRPCPortPeer", dependencies: ["RunLoopKit", "RunLoopKitGRPC"],
