@@ -142,6 +142,18 @@ struct Bar: Sendable {
             guard let a = named.p50, let b = plain.p50, b > 0 else { return (false, "no p50") }
             return (a / b <= 1.1, String(format: "%.2f× (%.2f µs vs %.2f µs)", a / b, a, b))
         })
+        // Third round (DESIGN §5 loop health): the hook costs nothing measurable when it is on.
+        let health = [Workload.pingpong, .perform].compactMap { workload -> (Workload, Double, Double)? in
+            guard let on = row(workload, .runLoopKitHealth)?.p50, let off = row(workload, .runLoopKit)?.p50 else { return nil }
+            return (workload, on, off)
+        }
+        bars.append(bar("loop health: ping-pong and perform p50 with a slow-callout handler (10 ms) and a HangWatch ≤ 1.03× without",
+                        health.count == 2 ? health : nil) { pairs in
+            let detail = pairs.map { workload, on, off in
+                String(format: "%@ %.2f× (%.2f µs vs %.2f µs)", workload.rawValue, on / off, on, off)
+            }.joined(separator: ", ")
+            return (pairs.allSatisfy { $0.1 <= 1.03 * $0.2 }, detail)
+        })
         return bars
     }
 

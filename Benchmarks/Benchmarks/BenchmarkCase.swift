@@ -105,11 +105,16 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only: RunLoopKit over a published name (`publish(as:)` / `connect(to:)`)
     /// instead of an inherited send right — the `xnamed` row.
     case runLoopKitNamed = "RunLoopKit xnamed"
+    /// Ping-pong and perform, a reference: RunLoopKit with a slow-callout handler (10 ms) on each
+    /// loop and a `HangWatch` (10 ms) over both, read against the plain RunLoopKit row by the
+    /// loop-health bar (DESIGN §5).
+    case runLoopKitHealth = "RunLoopKit + loop health"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
-        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll: true
+        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll,
+             .runLoopKitHealth: true
         default: false
         }
     }
