@@ -123,11 +123,18 @@ final class LoopHealth: @unchecked Sendable {
     // MARK: - Slow callouts (loop thread)
 
     /// Reports a timed callout to the slow-callout handler if it ran at least the threshold.
+    @inline(__always)
     func reportIfSlow(_ kind: ThreadRunLoop.Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
                       started: LoopInstant, ended: LoopInstant) {
         let elapsed = started.nanoseconds(to: ended)
-        guard elapsed >= slowThreshold.load(ordering: .relaxed),
-              let handler = configuration.withLock({ $0.slowCallouts?.handler }) else { return }
+        guard elapsed >= slowThreshold.load(ordering: .relaxed) else { return }
+        report(kind, item, msgid: msgid, started: started, elapsed: elapsed)
+    }
+
+    @inline(never)
+    private func report(_ kind: ThreadRunLoop.Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
+                        started: LoopInstant, elapsed: Int64) {
+        guard let handler = configuration.withLock({ $0.slowCallouts?.handler }) else { return }
         handler(ThreadRunLoop.Callout(kind: kind, label: item?.label, mode: calloutMode, msgid: msgid,
                                       started: started.instant, duration: .nanoseconds(elapsed)))
     }
@@ -164,7 +171,7 @@ final class LoopHealth: @unchecked Sendable {
                       started: LoopInstant) -> CalloutRecord {
         let previous = current
         current = CalloutRecord(kind: kind, msgid: msgid, started: started,
-                                item: item.map { UInt(bitPattern: Unmanaged.passUnretained($0 as AnyObject).toOpaque()) } ?? 0,
+                                item: item.map { UInt(bitPattern: ObjectIdentifier($0)) } ?? 0,
                                 mode: mode.map { UInt(bitPattern: $0.toOpaque()) } ?? 0)
         publish(current, leaving: false)
         return previous
