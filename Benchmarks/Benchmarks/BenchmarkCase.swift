@@ -142,12 +142,16 @@ enum Peer: String, CaseIterable, Sendable {
     case grpcEcho = "grpc-swift bidi echo"
     /// xhost only, a reference: the same echo with gRPC's default transport configuration.
     case grpcEchoDefaults = "grpc-swift echo, defaults"
+    /// Ping-pong and perform, a reference: RunLoopKit with a slow-callout handler (10 ms) on each
+    /// loop and a `HangWatch` (10 ms) over both, read against the plain RunLoopKit row by the
+    /// loop-health bar (DESIGN §5).
+    case runLoopKitHealth = "RunLoopKit + loop health"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
         case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd,
-             .cFutex, .cEventfdEpoll, .grpcEchoDefaults: true
+             .cFutex, .cEventfdEpoll, .grpcEchoDefaults, .runLoopKitHealth: true
         default: false
         }
     }

@@ -235,7 +235,7 @@ enum Chart {
         init(_ peer: Peer, baseline: Bool) {
             switch peer {
             case .runLoopKit: fill = "#c4302b"
-            case .runLoopKitNamed, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold: fill = "#e8908c"
+            case .runLoopKitNamed, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold, .runLoopKitHealth: fill = "#e8908c"
             case .cEventfd, .cSocketpair, .cSdEvent, .cSdBus, .cSdBusBroker, .grpcEcho: fill = baseline ? "#555555" : "#999999"
             case .dispatch: fill = "#e69f00"
             case .nio: fill = "#009e73"

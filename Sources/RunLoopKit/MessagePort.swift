@@ -472,9 +472,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// Whether a receiver is set and messages are queued. Lock-free: the loop checks it every pass.
     var hasDeliverableMessages: Bool { deliverable.load(ordering: .acquiring) }
 
-    /// Delivers up to `limit` messages, in order, on the calling (receiving loop's) thread.
-    /// Returns how many were delivered.
-    func deliver(upTo limit: Int) -> Int {
+    /// Delivers up to `limit` messages, in order, on the calling (receiving loop's) thread: one
+    /// callout of `loop` each. Returns how many were delivered.
+    func deliver(upTo limit: Int, on loop: ThreadRunLoop) -> Int {
         lock.lock()
         guard membership.isValid, !queue.isEmpty, let receiver = state.receiver else {
             // Nothing queued, or no receiver (a delegate may have gone away, or a `messages()`
@@ -495,7 +495,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             let room = didTakeLocked()
             lock.unlock()
             give(room)
-            receiver.deliver(message)
+            loop.callout(.port, self, msgid: message.msgid) { receiver.deliver(message) }
             return 1
         }
         state.delivering = true
@@ -512,7 +512,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // Validity is checked before a message is taken: one taken and then dropped for an
         // invalidation would be neither delivered nor counted as discarded.
         while membership.isValid, let message = batch.popFirst() {
-            receiver.deliver(message)
+            loop.callout(.port, self, msgid: message.msgid) { receiver.deliver(message) }
             delivered += 1
         }
         lock.withLock {

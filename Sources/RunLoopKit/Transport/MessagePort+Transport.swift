@@ -230,20 +230,20 @@ extension MessagePort {
     }
 
     /// Reads waiting frames (while the queue has room and a receiver is set) and delivers up
-    /// to `limit` messages. Loop thread only.
-    func service(upTo limit: Int) -> Int {
-        let direct = readConnections(budget: limit)
+    /// to `limit` messages, one callout of `loop` each. Loop thread only.
+    func service(upTo limit: Int, on loop: ThreadRunLoop) -> Int {
+        let direct = readConnections(budget: limit, on: loop)
         // After a frame went straight to the receiver there is usually nothing queued: the
         // flag says so without the lock.
         guard direct < limit, direct == 0 || hasDeliverableMessages else { return direct }
-        return direct + deliver(upTo: limit - direct)
+        return direct + deliver(upTo: limit - direct, on: loop)
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
     /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame that finds nothing queued
     /// before it is delivered at once, up to `budget` of them; the others are queued. Returns
     /// how many were delivered. Loop thread only.
-    private func readConnections(budget: Int) -> Int {
+    private func readConnections(budget: Int, on loop: ThreadRunLoop) -> Int {
         guard connectionsPending.load(ordering: .relaxed) else { return 0 }
         var room = 0
         let connections: PortConnections? = lock.withLock {
@@ -257,7 +257,7 @@ extension MessagePort {
         while let connection = connections.reading.popFirst() {
             if room > 0 {
                 unpark(connection, of: connections)
-                delivered += readFrame(from: connection, of: connections, room: &room, deliverNow: delivered < budget)
+                delivered += readFrame(from: connection, of: connections, room: &room, deliverNow: delivered < budget, on: loop)
             } else {
                 park(connection, of: connections)
             }
@@ -299,12 +299,12 @@ extension MessagePort {
 
     /// Reads one frame, if one is waiting. With `deliverNow`, a frame that finds the queue
     /// empty (and no batch of this port being delivered further up the stack) goes straight to
-    /// the receiver — it cannot overtake anything — and 1 is returned; otherwise it is queued.
-    /// `room` is the queue's free space, kept current. A closed, failed or misbehaving
-    /// connection is dropped: a zero-length record is the peer closing (or breaking the rule
-    /// that frames are never empty), and a malformed frame ends its connection too.
+    /// the receiver — it cannot overtake anything — as a callout of `loop`, and 1 is returned;
+    /// otherwise it is queued. `room` is the queue's free space, kept current. A closed, failed
+    /// or misbehaving connection is dropped: a zero-length record is the peer closing (or
+    /// breaking the rule that frames are never empty), and a malformed frame ends its connection too.
     private func readFrame(from connection: PortConnection, of connections: PortConnections,
-                           room: inout Int, deliverNow: Bool) -> Int {
+                           room: inout Int, deliverNow: Bool, on loop: ThreadRunLoop) -> Int {
         let batch = connections.batch
         let count: Int?
         do {
@@ -351,7 +351,7 @@ extension MessagePort {
             state.statistics.accepted(queued: 0)
             state.statistics.delivered &+= 1
             lock.unlock()
-            receiver.deliver(message)
+            loop.callout(.port, self, msgid: message.msgid) { receiver.deliver(message) }
             return 1
         }
         if let consumer = state.waitingConsumer {
