@@ -475,8 +475,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
+                // Kept before it is serviced, so that a run nested in its handler finds it and
+                // continues the batch being delivered; the next pass drops it if it has nothing left.
+                readyPorts.keep(port)
                 remaining -= port.service(upTo: remaining)
-                if port.hasDeliverableMessages { readyPorts.keep(port) }
             case .proxyHungUp(let port):
                 // The owner of the port died or invalidated it: the dead-name notification.
                 port.invalidate()

@@ -241,10 +241,18 @@ extension MessagePort {
         var room = 0
         let connections: PortConnections? = lock.withLock {
             guard membership.isValid, let connections = state.connections else { return nil }
-            room = state.readsFrames ? queueLimit - queue.count : 0
+            room = state.readsFrames ? queueLimit - inbox.count : 0
             return connections
         }
         guard let connections else { return 0 }
+        // Frames that found no room (senders in this process filled the queue after the loop
+        // looked) go first, before their connections are read again.
+        while room > 0, !connections.held.isEmpty, let position = claimForFrame() {
+            inbox.slot(at: position).initialize(to: connections.held.popFirst()!)
+            publish(position)
+            room = queueLimit - inbox.count
+        }
+        if !connections.held.isEmpty { room = 0 }
         var delivered = 0
         swap(&connections.pending, &connections.reading)
         while let socket = connections.reading.popFirst() {
@@ -255,7 +263,7 @@ extension MessagePort {
                 park(socket, of: connections)
             }
         }
-        connectionsPending.store(!connections.pending.isEmpty, ordering: .sequentiallyConsistent)
+        connectionsPending.store(!connections.pending.isEmpty || !connections.held.isEmpty, ordering: .sequentiallyConsistent)
         return delivered
     }
 
@@ -289,9 +297,10 @@ extension MessagePort {
     }
 
     /// Reads one frame, if one is waiting. With `deliverNow`, a frame that finds the queue
-    /// empty (and no batch of this port being delivered further up the stack) goes straight to
-    /// the receiver — it cannot overtake anything — and 1 is returned; otherwise it is queued.
-    /// `room` is the queue's free space, kept current. A closed, failed or misbehaving
+    /// drained (and no batch of this port being delivered further up the stack) goes straight to
+    /// a handler or delegate — it cannot overtake anything — and 1 is returned; otherwise it is
+    /// queued, or held if the queue filled up since the loop looked. `room` is the queue's free
+    /// space, kept current. A closed, failed or misbehaving
     /// connection is dropped: a zero-length record is the peer closing (or breaking the rule
     /// that frames are never empty), and a malformed frame ends its connection too.
     private func readFrame(from socket: SeqPacketSocket, of connections: PortConnections,
@@ -327,24 +336,37 @@ extension MessagePort {
             return 0
         }
         lock.lock()
-        if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
-            state.statistics.accepted(queued: 0)
+        if deliverNow, !state.delivering, inbox.isDrained, membership.isValid,
+           let receiver = state.receiver, receiver.takesOneAtATime {
+            state.statistics.sent &+= 1
             state.statistics.delivered &+= 1
             lock.unlock()
             receiver.deliver(message)
             return 1
         }
-        if let consumer = state.waitingConsumer {
-            // A `messages()` consumer waits on an empty queue: the frame goes to it.
-            handOffLocked(message, to: consumer)
-            return 0
-        }
-        queue.append(message)
-        state.statistics.accepted(queued: queue.count)
-        refreshDeliverableLocked()
-        room = membership.isValid ? queueLimit - queue.count : 0
         lock.unlock()
+        // A frame that reaches an invalidated port is dropped like one still in its socket.
+        guard membership.isValid else { return 0 }
+        if let position = claimForFrame() {
+            inbox.slot(at: position).initialize(to: message)
+            publish(position)
+            room = queueLimit - inbox.count
+        } else {
+            connections.held.append(message)
+            room = 0
+        }
         return 0
+    }
+
+    /// A slot for a frame's message, claimed as a sender in this process claims one but never
+    /// waited for: nil when the queue filled up since the loop looked (or its ring could not be
+    /// made). Loop thread.
+    private func claimForFrame() -> UInt64? {
+        switch inbox.claim() {
+        case .success(let position): return position
+        case .failure(.unallocated): return lock.withLock { inbox.allocate() } ? claimForFrame() : nil
+        case .failure(.full): return nil
+        }
     }
 
     /// Decodes and validates one received record into a message whose port components are

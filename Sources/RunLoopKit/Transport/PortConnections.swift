@@ -31,6 +31,10 @@ final class PortConnections: @unchecked Sendable {
     /// they can. Written only by the loop thread, with the port's lock held (registrations are
     /// computed under it on any thread), so the loop thread may also read it without the lock.
     @exclusivity(unchecked) var parked: [SeqPacketSocket] = []
+    /// Messages of frames read when the port's queue had no room left for them (senders in this
+    /// process filled it after the loop looked), in the order read: queued before any connection
+    /// is read again. Loop thread only.
+    @exclusivity(unchecked) var held = RingBuffer<MessagePort.Message>(initialCapacity: 1)
     /// Access policies of the connections made through a published name, by descriptor. Written
     /// and read on the loop thread only (they are accepted and dropped there).
     @exclusivity(unchecked) var policies: [Int32: MessagePort.Access] = [:]
@@ -79,6 +83,7 @@ final class PortConnections: @unchecked Sendable {
         sockets.removeAll()
         pending.removeAll()
         parked.removeAll()
+        held.removeAll()
         policies.removeAll()
     }
 
