@@ -6,12 +6,14 @@ import Synchronization
 /// A local port's queue: a ring of slots that any number of senders fill without a lock, and
 /// that one receiver at a time empties (Dmitry Vyukov's bounded queue, with one consumer).
 ///
-/// Each slot holds a message and a stamp, the position it is ready for: a sender claims the
-/// position at `tail` whose slot is stamped with it (a compare-and-exchange of `tail`), builds
-/// its message in the slot and stamps it `position + 1` (published); the receiver moves a
-/// published message out and stamps the slot `position + capacity`, free for the next lap. So a
-/// sender never waits for another sender, and a sender preempted between its claim and its
-/// publication delays only the receiver, which stops at that slot.
+/// Each slot holds a message and a stamp: the lap (a position less its index in the ring) whose
+/// position the slot is free for. A sender claims the position at `tail` whose slot is stamped
+/// with its lap (a compare-and-exchange of `tail`), builds its message in the slot and stamps it
+/// `lap + 1` (published); the receiver moves a published message out and stamps the slot
+/// `lap + capacity`, free for the next lap. So a sender never waits for another sender, and a
+/// sender preempted between its claim and its publication delays only the receiver, which stops
+/// at that slot. A fresh ring's stamps are all zero (lap 0), so it needs no initialising: a large
+/// ring's pages are touched only as positions come round to them.
 ///
 /// Two positions bound the senders. `limit` (the port's `queueLimit`) counts the messages not
 /// yet *taken*: the receiver takes everything queued (up to its batch) by moving `taken`, one
@@ -25,7 +27,7 @@ import Synchronization
 /// Exchanging rather than storing the stamp is what lets a receiver that stops at a claimed but
 /// unpublished slot be sure the publication will be reported.
 ///
-/// Thread rules: `claim`, `initialize(at:to:)`, `publish` and the counts from any thread; the
+/// Thread rules: `claim`, `slot(at:)`, `publish` and the counts from any thread; the
 /// receiver's side (`take`, `takeHead`, `arm`, `head`) by one thread at a time, which the port's
 /// lock hands over (`MessagePort.State.delivering`); `allocate` with the port's lock held.
 final class MessageInbox: @unchecked Sendable {
@@ -35,7 +37,7 @@ final class MessageInbox: @unchecked Sendable {
     let limit: Int
     /// The most messages one take may move past `head`: the loop's batch, or the whole queue.
     private let batchLimit: Int
-    /// Slots in the ring, a power of two.
+    /// Slots in the ring, a power of two (0 for a limit too large to have a ring).
     let capacity: Int
     private let indexMask: UInt64
     /// Set in a stamp by the receiver waiting for that slot to be published.
@@ -44,8 +46,9 @@ final class MessageInbox: @unchecked Sendable {
     private static let messageOffset = max(MemoryLayout<Atomic<UInt64>>.stride, MemoryLayout<Message>.alignment)
     private static let slotStride = (messageOffset + MemoryLayout<Message>.size + 7) & ~7
 
-    /// `tail`, `taken` and `highWater` each on a line of its own (see `init`): `tail` changes with
-    /// every message, `taken` once per batch, and a sender reads both.
+    /// `tail`, `taken`, `highWater` and `head` each on a line of its own: `tail` changes with every
+    /// message sent and `head` with every message delivered, `taken` once per batch, and a sender
+    /// reads `taken` and this object's other fields with every message.
     private let positions: UnsafeMutableRawPointer
     private var tail: UnsafeMutablePointer<Atomic<UInt64>> { positions.assumingMemoryBound(to: Atomic<UInt64>.self) }
     private var takenPosition: UnsafeMutablePointer<Atomic<UInt64>> {
@@ -54,23 +57,32 @@ final class MessageInbox: @unchecked Sendable {
     private var highWaterCount: UnsafeMutablePointer<Atomic<Int>> {
         (positions + 2 * Self.lineSpacing).assumingMemoryBound(to: Atomic<Int>.self)
     }
+    private var headPosition: UnsafeMutablePointer<UInt64> {
+        (positions + 3 * Self.lineSpacing).assumingMemoryBound(to: UInt64.self)
+    }
     /// Two cache lines: adjacent-line prefetchers fetch lines in pairs.
     private static let lineSpacing = 128
     /// The ring, nil until the first message.
     private let ring = Atomic<UnsafeMutableRawPointer?>(nil)
+    /// The ring's allocation, which `ring` is aligned within. Set with the port's lock held.
+    @exclusivity(unchecked) private var allocation: UnsafeMutableRawPointer?
     /// The next position to deliver. Receiver only.
-    @exclusivity(unchecked) private(set) var head: UInt64 = 0
+    private(set) var head: UInt64 {
+        get { headPosition.pointee }
+        set { headPosition.pointee = newValue }
+    }
 
     init(limit: Int, batchLimit: Int) {
         self.limit = limit
         self.batchLimit = min(limit, batchLimit)
-        let slots = limit.addingReportingOverflow(self.batchLimit).partialValue
-        capacity = slots <= 1 ? 1 : (slots - 1).leadingZeroBitCount == 0 ? slots : 1 << (Int.bitWidth - (slots - 1).leadingZeroBitCount)
+        let (slots, overflow) = limit.addingReportingOverflow(self.batchLimit)
+        capacity = overflow || slots > 1 << 40 ? 0 : 1 << (Int.bitWidth - (slots - 1).leadingZeroBitCount)
         indexMask = UInt64(truncatingIfNeeded: capacity - 1)
-        positions = .allocate(byteCount: 3 * Self.lineSpacing, alignment: Self.lineSpacing)
+        positions = .allocate(byteCount: 4 * Self.lineSpacing, alignment: Self.lineSpacing)
         positions.bindMemory(to: Atomic<UInt64>.self, capacity: 1).initialize(to: Atomic(0))
         (positions + Self.lineSpacing).bindMemory(to: Atomic<UInt64>.self, capacity: 1).initialize(to: Atomic(0))
         (positions + 2 * Self.lineSpacing).bindMemory(to: Atomic<Int>.self, capacity: 1).initialize(to: Atomic(0))
+        (positions + 3 * Self.lineSpacing).bindMemory(to: UInt64.self, capacity: 1).initialize(to: 0)
     }
 
     deinit {
@@ -82,12 +94,16 @@ final class MessageInbox: @unchecked Sendable {
                 message(slots, position).deinitialize(count: 1)
                 position &+= 1
             }
-            free(slots)
         }
+        free(allocation)
         positions.deallocate()
     }
 
     // MARK: - Slots
+
+    /// The lap of `position`: what its slot's stamp says while the slot is free for it.
+    @inline(__always)
+    private func lap(_ position: UInt64) -> UInt64 { position & ~indexMask }
 
     @inline(__always)
     private func stamp(_ slots: UnsafeMutableRawPointer, _ position: UInt64) -> UnsafeMutablePointer<Atomic<UInt64>> {
@@ -105,13 +121,18 @@ final class MessageInbox: @unchecked Sendable {
 
     /// Makes the ring, armed (its first publication is reported); false when memory for it cannot
     /// be had. Port's lock held, so only one sender allocates.
+    ///
+    /// Zeroed memory is a ring whose every slot is free for lap 0: calloc(3) takes a large one
+    /// straight from the kernel's zeroed pages, which nothing touches until a position reaches
+    /// them. Each slot starts on a cache line of its own (a slot is 64 bytes).
     func allocate() -> Bool {
         guard !isAllocated else { return true }
-        let (bytes, overflow) = capacity.multipliedReportingOverflow(by: Self.slotStride)
-        guard !overflow, let slots = aligned_alloc(64, (bytes + 63) & ~63) else { return false }
+        guard capacity > 0, let allocation = calloc(1, capacity * Self.slotStride + 63) else { return false }
+        self.allocation = allocation
+        let slots = allocation.alignedUp(toMultipleOf: 64)
         for index in 0..<capacity {
             let slot = slots + index &* Self.slotStride
-            slot.bindMemory(to: Atomic<UInt64>.self, capacity: 1).initialize(to: Atomic(UInt64(index)))
+            slot.bindMemory(to: Atomic<UInt64>.self, capacity: 1)
             (slot + Self.messageOffset).bindMemory(to: Message.self, capacity: 1)
         }
         stamp(slots, 0).pointee.store(Self.mark, ordering: .relaxed)
@@ -146,7 +167,7 @@ final class MessageInbox: @unchecked Sendable {
                 return .failure(.full)
             }
             let stamp = stamp(slots, position).pointee.load(ordering: .acquiring) & ~Self.mark
-            if stamp == position {
+            if stamp == lap(position) {
                 let (claimed, current) = tail.pointee.weakCompareExchange(
                     expected: position, desired: position &+ 1, successOrdering: .relaxed, failureOrdering: .relaxed)
                 if claimed { return .success(position) }
@@ -170,7 +191,7 @@ final class MessageInbox: @unchecked Sendable {
     @inline(__always)
     func publish(_ position: UInt64) -> Bool {
         let slots = ring.load(ordering: .relaxed).unsafelyUnwrapped
-        let previous = stamp(slots, position).pointee.exchange(position &+ 1, ordering: .sequentiallyConsistent)
+        let previous = stamp(slots, position).pointee.exchange(lap(position) &+ 1, ordering: .sequentiallyConsistent)
         if highWaterCount.pointee.load(ordering: .relaxed) < limit { raiseHighWater(upTo: position) }
         return previous & Self.mark != 0
     }
@@ -219,7 +240,7 @@ final class MessageInbox: @unchecked Sendable {
     /// Whether the message at `head` is published. Receiver.
     var headIsPublished: Bool {
         guard let slots = ring.load(ordering: .acquiring) else { return false }
-        return stamp(slots, head).pointee.load(ordering: .acquiring) == head &+ 1
+        return stamp(slots, head).pointee.load(ordering: .acquiring) == lap(head) &+ 1
     }
 
     /// Whether every message claimed was delivered. Receiver.
@@ -235,9 +256,9 @@ final class MessageInbox: @unchecked Sendable {
         let position = head
         guard position < end, let slots = ring.load(ordering: .relaxed) else { return nil }
         let stamp = stamp(slots, position)
-        guard stamp.pointee.load(ordering: .acquiring) == position &+ 1 else { return nil }
+        guard stamp.pointee.load(ordering: .acquiring) == lap(position) &+ 1 else { return nil }
         let taken = message(slots, position).move()
-        stamp.pointee.store(position &+ UInt64(capacity), ordering: .releasing)
+        stamp.pointee.store(lap(position) &+ UInt64(capacity), ordering: .releasing)
         head = position &+ 1
         return taken
     }
@@ -254,9 +275,9 @@ final class MessageInbox: @unchecked Sendable {
         guard let slots = ring.load(ordering: .acquiring) else { return 0 }
         var discarded = 0
         // Sequentially consistent, against a sender that publishes and then looks at validity.
-        while stamp(slots, head).pointee.load(ordering: .sequentiallyConsistent) == head &+ 1 {
+        while stamp(slots, head).pointee.load(ordering: .sequentiallyConsistent) == lap(head) &+ 1 {
             message(slots, head).deinitialize(count: 1)
-            stamp(slots, head).pointee.store(head &+ UInt64(capacity), ordering: .releasing)
+            stamp(slots, head).pointee.store(lap(head) &+ UInt64(capacity), ordering: .releasing)
             head &+= 1
             discarded += 1
         }
@@ -269,13 +290,14 @@ final class MessageInbox: @unchecked Sendable {
     /// already published, to be taken. Receiver, port's lock held.
     func arm() -> Bool {
         guard let slots = ring.load(ordering: .acquiring) else { return true }
-        let position = head
-        let stamp = stamp(slots, position)
+        let lap = lap(head)
+        let stamp = stamp(slots, head)
         switch stamp.pointee.load(ordering: .acquiring) {
-        case position | Self.mark: return true
-        case position &+ 1: return false
+        case lap | Self.mark: return true
+        case lap &+ 1: return false
         default:
-            return stamp.pointee.compareExchange(expected: position, desired: position | Self.mark,
+            // Free, or claimed and being built: the sender that publishes it will see the mark.
+            return stamp.pointee.compareExchange(expected: lap, desired: lap | Self.mark,
                                                  ordering: .sequentiallyConsistent).exchanged
         }
     }

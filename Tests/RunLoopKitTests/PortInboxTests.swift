@@ -222,6 +222,18 @@ struct PortInboxTests {
         withExtendedLifetime(keep) {}
     }
 
+    @Test("§3.16 a queue limit too large for its ring: sends throw .resourceExhausted(ENOMEM), nothing is queued, the port stays usable")
+    func queueLimitTooLargeForItsRing() async throws {
+        let port = try MessagePort(queueLimit: .max)
+        #expect(throws: PortError.resourceExhausted(errno: ENOMEM)) { try port.send(msgid: 1, timeout: .zero) }
+        await #expect(throws: PortError.resourceExhausted(errno: ENOMEM)) { try await port.send(msgid: 2) }
+        #expect(port.queuedCount == 0)
+        #expect(port.statistics.sent == 0)
+        #expect(port.isValid)
+        port.invalidate()
+        #expect(throws: PortError.invalidPort) { try port.send(msgid: 3, timeout: .zero) }
+    }
+
     @Test("batch handler: one call takes every message a pass found, in the order sent, each the handler's to keep")
     func batchHandlerTakesAPassInOneCall() throws {
         let port = try MessagePort()
