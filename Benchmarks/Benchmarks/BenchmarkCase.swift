@@ -105,6 +105,10 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only: RunLoopKit over a published name (`publish(as:)` / `connect(to:)`)
     /// instead of an inherited send right — the `xnamed` row.
     case runLoopKitNamed = "RunLoopKit xnamed"
+    /// Throughput only: RunLoopKit's stream received by a batch handler (`setBatchHandler`, one
+    /// call per pass, each message owned) instead of a handler — reported beside the bar, which
+    /// reads the handler's row.
+    case runLoopKitBatch = "RunLoopKit batch"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
