@@ -36,14 +36,17 @@ struct Bar: Sendable {
         let componentRing = row(.throughput, .componentRing)
         let streamVsRing = stream?.messagesPerSecond.flatMap { rate in ring?.messagesPerSecond.map { (rate, $0) } }
         let streamRatio: Double? = stream.flatMap(report.ratio)
-        bars.append(bar("MessagePort throughput ≥ 0.9× the Swift Data ring", streamVsRing) { (rate: Double, floor: Double) in
+        bars.append(bar("MessagePort throughput ≥ 0.75× the Swift Data ring", streamVsRing) { (rate: Double, floor: Double) in
             var detail = String(format: "%.2f× (%.2fM/s vs %.2fM/s)", rate / floor, rate / 1e6, floor / 1e6)
             if let componentRing, let components = componentRing.messagesPerSecond {
                 detail += String(format: "; %.2f× the Swift [Component] ring (%.2fM/s), which allocates %.2f/msg",
                                  rate / components, components / 1e6, componentRing.allocationsPerMessage)
             }
             if let streamRatio { detail += String(format: "; %.2f× C ring + eventfd", streamRatio) }
-            return (rate >= 0.9 * floor, detail)
+            if let batch = row(.throughput, .runLoopKitBatch)?.messagesPerSecond {
+                detail += String(format: "; a batch handler: %.2f× the ring (%.2fM/s)", batch / floor, batch / 1e6)
+            }
+            return (rate >= 0.75 * floor, detail)
         })
         bars.append(ahead("MessagePort throughput ahead of DispatchQueue, SwiftNIO, Foundation RunLoop",
                           stream, [.dispatch, .nio, .foundation], .throughput, row))
@@ -64,9 +67,9 @@ struct Bar: Sendable {
 
         let fanIn = row(.fanin, .runLoopKit)
         bars.append(ahead("fan-in (4 senders) ahead of SwiftNIO, DispatchQueue", fanIn, [.nio, .dispatch], .fanin, row))
-        bars.append(bar("fan-in (4 senders) ≥ 0.8× RunLoopKit's one-sender throughput",
+        bars.append(bar("fan-in (4 senders) ≥ 0.9× RunLoopKit's one-sender throughput",
                         fanIn?.messagesPerSecond.flatMap { rate in stream?.messagesPerSecond.map { (rate, $0) } }) { rate, one in
-            (rate >= 0.8 * one, String(format: "%.2f× (%.2fM/s vs %.2fM/s)", rate / one, rate / 1e6, one / 1e6))
+            (rate >= 0.9 * one, String(format: "%.2f× (%.2fM/s vs %.2fM/s)", rate / one, rate / 1e6, one / 1e6))
         })
 
         // A loop whose mode holds fd sources sleeps in epoll_wait, one with nothing the kernel must

@@ -146,6 +146,10 @@ enum Peer: String, CaseIterable, Sendable {
     /// loop and a `HangWatch` (10 ms) over both, read against the plain RunLoopKit row by the
     /// loop-health bar (DESIGN §5).
     case runLoopKitHealth = "RunLoopKit + loop health"
+    /// Throughput only: RunLoopKit's stream received by a batch handler (`setBatchHandler`, one
+    /// call per pass, each message owned) instead of a handler — reported beside the bar, which
+    /// reads the handler's row.
+    case runLoopKitBatch = "RunLoopKit batch"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {

@@ -152,7 +152,7 @@ enum Chart {
             ("Foundation RunLoop", Style(.foundation, baseline: false)),
             ("default actor, AsyncStream", Style(.asyncStream, baseline: false)),
             ("reference rows (floors, not peers)", Style(.swiftRing, baseline: false)),
-            ("RunLoopKit variants (xnamed, async send)", Style(.runLoopKitNamed, baseline: false)),
+            ("RunLoopKit variants (batch, xnamed, async send)", Style(.runLoopKitNamed, baseline: false)),
         ]
         for (index, entry) in entries.enumerated() {
             let x = 20 + Double(index % 3) * 310
@@ -235,7 +235,8 @@ enum Chart {
         init(_ peer: Peer, baseline: Bool) {
             switch peer {
             case .runLoopKit: fill = "#c4302b"
-            case .runLoopKitNamed, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold, .runLoopKitHealth: fill = "#e8908c"
+            case .runLoopKitNamed, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold, .runLoopKitHealth,
+                 .runLoopKitBatch: fill = "#e8908c"
             case .cEventfd, .cSocketpair, .cSdEvent, .cSdBus, .cSdBusBroker, .grpcEcho: fill = baseline ? "#555555" : "#999999"
             case .dispatch: fill = "#e69f00"
             case .nio: fill = "#009e73"

@@ -12,7 +12,9 @@ final class LoopMembership: Sendable {
     private let state = Locked(State())
     private let validFlag = Atomic<Bool>(true)
 
-    var isValid: Bool { validFlag.load(ordering: .acquiring) }
+    /// Sequentially consistent (a plain load on x86), because a port's sender
+    /// relies on it after publishing a message, against `invalidate()` (`MessagePort.publish`).
+    var isValid: Bool { validFlag.load(ordering: .sequentiallyConsistent) }
     var loop: ThreadRunLoop? { state.withLock { $0.loop } }
 
     /// The item's label (`Callout.label`). Any thread; a lock.
@@ -46,7 +48,7 @@ final class LoopMembership: Sendable {
         state.withLock { state in
             guard state.valid else { return (false, nil) }
             state.valid = false
-            validFlag.store(false, ordering: .releasing)
+            validFlag.store(false, ordering: .sequentiallyConsistent)
             return (true, state.loop)
         }
     }

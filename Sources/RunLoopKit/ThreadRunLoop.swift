@@ -488,9 +488,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
-                // One callout per message, inside (MessagePort.deliver and readFrame).
+                // Kept before it is serviced, so that a run nested in its handler finds it and
+                // continues the batch being delivered; the next pass drops it if it has nothing left.
+                // One callout per message (or per batch, for a batch handler), inside.
+                readyPorts.keep(port)
                 remaining -= port.service(upTo: remaining, on: self)
-                if port.hasDeliverableMessages { readyPorts.keep(port) }
             case .proxyHungUp(let port):
                 // The owner of the port died or invalidated it: the dead-name notification.
                 callout(.port, port) { port.invalidate() }

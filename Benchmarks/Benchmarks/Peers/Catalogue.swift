@@ -39,7 +39,7 @@ enum Catalogue {
         case .idle:
             [.cEventfd, .cEventfdEpoll, .runLoopKitOneSource, .runLoopKit, .runLoopKitTenfold]
         case .throughput:
-            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .swiftRing, .componentRing]
+            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .runLoopKitBatch, .swiftRing, .componentRing]
         case .fanin:
             [.cEventfd, .dispatch, .nio, .runLoopKit]
         case .perform:
@@ -132,6 +132,7 @@ enum Catalogue {
         case (.throughput, .dispatch): DispatchPeer.throughput(plan)
         case (.throughput, .nio): NIOPeer.throughput(plan)
         case (.throughput, .runLoopKit): RunLoopKitPeer.throughput(plan)
+        case (.throughput, .runLoopKitBatch): RunLoopKitPeer.batchThroughput(plan)
         case (.throughput, .swiftRing): SwiftRingPeer.throughput(plan)
         case (.throughput, .componentRing): ComponentRingPeer.throughput(plan)
         case (.fanin, .cEventfd): CPeers.stream(plan, bench_ring_fanin)

@@ -62,6 +62,22 @@ enum RunLoopKitPeer {
         return measurement
     }
 
+    /// `throughput` received by a batch handler: each pass's messages in one call, each taken out
+    /// of the queue and owned by the receiver, checked as the handler's row checks them.
+    static func batchThroughput(_ plan: StreamPlan) -> StreamMeasurement {
+        let receiver = ResidentThread(name: "stream-receiver")
+        let port = makePort(queueLimit: plan.queueLimit)
+        let stream = StreamReceiver(peer: .runLoopKitBatch)
+        port.setBatchHandler { batch in
+            while let message = batch.next() { stream.receive(data(of: message)) }
+        }
+        receiver.runLoop.add(port, forMode: .default)
+        let measurement = stream.measure(plan) { payload in send(to: port, payload, from: nil) }
+        port.invalidate()
+        receiver.stop()
+        return measurement
+    }
+
     /// Four sender threads send to one port with the plan's bound, scheduled on a resident
     /// thread; each blocks in `send` while the queue is full.
     static func fanIn(_ plan: StreamPlan) -> StreamMeasurement {
