@@ -1,6 +1,6 @@
 import Foundation
 
-/// DESIGN §5's performance bars, checked against the pinned rows of this run (the
+/// The performance bars of Benchmarks/README.md, checked against the pinned rows of this run (the
 /// regime that measures software cost rather than the VM's cross-CPU wake-ups).
 /// A bar whose rows were not run (filtered out) is reported as not measured.
 struct Bar: Sendable {
@@ -14,7 +14,7 @@ struct Bar: Sendable {
         func row(_ workload: Workload, _ peer: Peer) -> CaseResult? { report.result(workload, peer, regime) }
         var bars: [Bar] = []
 
-        // Second-round bars (DESIGN §5): ratios to the C floor where a framework can come near
+        // Second-round bars (Benchmarks/README.md): ratios to the C floor where a framework can come near
         // it, and to the Swift peers a daemon author would otherwise pick.
         let ping = row(.pingpong, .runLoopKit)
         let cBaseline = Workload.pingpong.baseline.rawValue
@@ -90,7 +90,7 @@ struct Bar: Sendable {
             (tenfold <= 1.05 * idle, String(format: "%.2f× (%.2f µs vs %.2f µs)", tenfold / idle, tenfold, idle))
         })
 
-        // The floor under a loop that tells its callers who sent each message (DESIGN §5, third
+        // The floor under a loop that tells its callers who sent each message (third
         // round): the C exchange asleep in epoll_wait, reading each packet's sender credentials.
         // RunLoopKit's senders are pinned too (§2d); the C loop that also receives a pidfd per
         // packet, what pinning every message would cost, is reported beside, as are the same C
@@ -110,7 +110,7 @@ struct Bar: Sendable {
             return (p50 <= 1.15 * floor, detail)
         })
 
-        // DESIGN §2b's bars (issue 11). The default actor runs in place on the caller's thread:
+        // The async bars (issue 11). The default actor runs in place on the caller's thread:
         // it says what the hop costs with no thread hand-off, not a rival for a loop's actor.
         let poolFloor = row(.actorhop, .defaultActor)?.p50
         bars.append(bar("LoopExecutor actor hop p50 below an actor on SwiftNIO's EventLoop executor",
@@ -178,7 +178,7 @@ struct Bar: Sendable {
                         }) { rate, echo in
             (rate >= 1.5 * echo, String(format: "%.2f× (%.0fk vs %.0fk round trips/s)", rate / echo, rate / 1e3, echo / 1e3))
         })
-        // Third round (DESIGN §5 loop health): the hook costs nothing measurable when it is on.
+        // Third round, loop health: the hook costs nothing measurable when it is on.
         let health = [Workload.pingpong, .perform].compactMap { workload -> (Workload, Double, Double)? in
             guard let on = row(workload, .runLoopKitHealth)?.p50, let off = row(workload, .runLoopKit)?.p50 else { return nil }
             return (workload, on, off)

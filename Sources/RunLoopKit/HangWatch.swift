@@ -4,7 +4,7 @@ import Synchronization
 /// or one pass — for longer than `threshold`: once per stall, within 2 × `threshold`, with the
 /// callout it is stuck in (nil when it is stuck in the pass itself, between callouts). A loop is
 /// reported again only after it came back and stalled anew. A loop asleep in its wait, however
-/// long, and one that keeps completing passes are never reported (DESIGN §3.37).
+/// long, and one that keeps completing passes are never reported (Guarantees §3.37).
 ///
 /// ```swift
 /// let watch = HangWatch(loops: [.main, worker.runLoop], threshold: .seconds(1)) { loop, callout in

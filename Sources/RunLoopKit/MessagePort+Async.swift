@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Ports from async code (DESIGN §2b, §3.22–23): a port's messages as an `AsyncSequence`, and a
+/// Ports from async code (§3.22–23): a port's messages as an `AsyncSequence`, and a
 /// `send` that suspends the calling task, instead of blocking its thread, while the queue is full.
 extension MessagePort {
     /// The port's messages, for one consumer (`for await message in port.messages()`). It needs

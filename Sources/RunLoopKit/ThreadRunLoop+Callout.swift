@@ -92,7 +92,7 @@ extension ThreadRunLoop {
 
     /// Reports, on the loop's thread, each callout that ran at least `threshold`: once, after the
     /// callout returned and before the loop sleeps, with its kind, label, mode, msgid (ports) and
-    /// a duration at least as long as it ran (DESIGN §3.36). Shorter callouts are not reported;
+    /// a duration at least as long as it ran (Guarantees §3.36). Shorter callouts are not reported;
     /// `threshold: .zero` reports every callout (e.g. to feed a histogram). A nil `handler`
     /// removes the handler. Callouts that began before the handler was set are not timed.
     ///

@@ -5,7 +5,7 @@ extension ThreadRunLoop {
     /// is their only writer, so each count is a plain load and store (no atomic read-modify-write),
     /// readable from any thread.
     public struct Statistics: Sendable, Hashable, CustomStringConvertible {
-        /// Passes run, in every mode and nested invocation (DESIGN §3.2's iteration).
+        /// Passes run, in every mode and nested invocation (the iteration of Guarantees §3.2).
         public var passes: UInt64 = 0
         /// Times the loop came back from sleeping in the kernel (for a Source1, a wake-up, a
         /// timer or a deadline).

@@ -10,7 +10,7 @@ import Glibc
 ///
 /// Items may be added and removed, and `stop`, `wakeUp` and `perform` called, from any
 /// thread; every callback runs on the loop's thread. The `run` methods may only be called on
-/// the loop's own thread. See DESIGN.md §3 for the exact iteration.
+/// the loop's own thread. The Guarantees article gives the exact iteration.
 public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// epoll token of the loop's wake-up doorbell in every mode's epoll set.
     static let wakeToken: UInt64 = 0
@@ -52,7 +52,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// same mode again needs no dictionary lookup. Loop thread only.
     private let lastModeState = LoopThreadOnly<ModeState?>(nil)
     /// Set on a `ResidentThread`'s own thread: its keep-alive is a source of the default mode
-    /// for every invocation there, nested ones too (DESIGN §3.19). Loop thread only.
+    /// for every invocation there, nested ones too (Guarantees §3.19). Loop thread only.
     let residentKeepAlive = LoopThreadOnly(false)
     /// Set when the resident thread is told to stop: every invocation its keep-alive holds
     /// returns, nested ones and the outermost alike (a stop taken by a nested run must not leave
@@ -76,7 +76,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// ends firing, so that a pass recomputes its mode's `TimerSchedule` only after a change.
     private let timerEpoch = Atomic<UInt64>(0)
     /// Set by every invocation that found its mode alive, so that `run(mode:before:)` tells a
-    /// mode empty at the call (false) from one its run emptied (true, DESIGN §3.4); nested
+    /// mode empty at the call (false) from one its run emptied (true, Guarantees §3.4); nested
     /// invocations only ever set it. Loop thread only.
     private let invocationStarted = LoopThreadOnly<Bool>(false)
 
@@ -298,7 +298,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         return result!
     }
 
-    /// One pass of the loop, in the order of DESIGN §3.2 (__CFRunLoopRun's body). Returns the
+    /// One pass of the loop, in the order of Guarantees §3.2 (__CFRunLoopRun's body). Returns the
     /// invocation's result once an exit condition holds, nil to go round again.
     private func runPass(_ modeState: ModeState, _ scratch: PassScratch, _ invocation: Invocation,
                          firstPass: Bool) -> RunResult? {

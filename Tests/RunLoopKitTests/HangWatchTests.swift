@@ -1,4 +1,4 @@
-// DESIGN §3.37: HangWatch, a thread that reports loops stuck in one callout or one pass.
+// Guarantees §3.37: HangWatch, a thread that reports loops stuck in one callout or one pass.
 //
 // A stalled callout blocks until the report it provokes has arrived (or a generous hang guard
 // passes), so no test depends on how fast the watch is — except the one clause that states a

@@ -1,6 +1,6 @@
 // The port's lock-free inbox and batch delivery: senders claim slots without a lock, the
 // receiving loop takes everything queued at once, and a batch handler takes a pass's messages in
-// one call (DESIGN §3.16, §3.22–23 under the new queue; `setBatchHandler`).
+// one call (Guarantees §3.16, §3.22–23 under the new queue; `setBatchHandler`).
 
 import FoundationEssentials
 import Glibc

@@ -1,4 +1,4 @@
-// DESIGN §3.36: slow callouts, reported by the loop itself.
+// Guarantees §3.36: slow callouts, reported by the loop itself.
 //
 // Thresholds are hundreds of milliseconds and a slow callout blocks well past its threshold, so
 // the only timing the tests rely on is what the clause states: a callout measured from inside

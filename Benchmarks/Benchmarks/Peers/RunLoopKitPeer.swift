@@ -136,7 +136,7 @@ enum RunLoopKitPeer {
 }
 
 /// The loop-health reference: a slow-callout handler (10 ms) on each loop and one `HangWatch`
-/// (10 ms) over all of them, as DESIGN §5's loop-health bar measures. The handlers only count:
+/// (10 ms) over all of them, as the loop-health bar measures. The handlers only count:
 /// on a shared VM a preempted callout can take 10 ms, which says nothing about the hook's cost.
 final class LoopHealthOn: Sendable {
     static let threshold = Duration.milliseconds(10)

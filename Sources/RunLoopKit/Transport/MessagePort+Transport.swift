@@ -3,7 +3,7 @@ import Glibc
 #endif
 import FoundationEssentials
 
-/// The cross-process transport (DESIGN §4, Protocols/port-message-frame.md): send rights as
+/// The cross-process transport (Protocols/port-message-frame.md): send rights as
 /// SOCK_SEQPACKET socket ends, proxies that write frames, and the owning side reading frames
 /// into the same queue local senders use.
 extension MessagePort {
