@@ -315,7 +315,7 @@ extension MessagePort.Message {
 }
 
 extension MessagePort.Sender {
-    /// The process that sent this frame, pinned at receipt : unlike `pid`, it never
+    /// The process that sent this frame, pinned at receipt: unlike `pid`, it never
     /// names another process, also after this one has exited and its pid was given to another.
     /// Compare it, signal it or watch it exit (`ProcessExitSource`) without the risk of reaching
     /// whoever holds the pid now.
