@@ -17,13 +17,13 @@ enum Workload: String, CaseIterable, Sendable {
     case fanin
     /// One-way latency from "run this on that thread" to it running there.
     case perform
-    /// Round trip of an 8-byte payload between two processes (DESIGN §4's transport).
+    /// Round trip of an 8-byte payload between two processes (Protocols/port-message-frame.md).
     case xprocess
     /// `await` round trip from a task on the cooperative pool to an actor method and back,
-    /// carrying an 8-byte payload (DESIGN §2b).
+    /// carrying an 8-byte payload.
     case actorhop
     /// One-way stream of 64-byte payloads from a sender thread, bounded to 1024 in flight,
-    /// consumed by a task with `for await` (DESIGN §2b).
+    /// consumed by a task with `for await`.
     case asyncstream
     /// Scale row: RunLoopKit's `pingpong` carrying one shared `Data` of 8 B, 4 KiB, 64 KiB and
     /// 1 MiB (see `ScalePoint`).
@@ -67,7 +67,7 @@ enum Workload: String, CaseIterable, Sendable {
 
     /// Every ratio is relative to this peer in the same workload and regime: the C
     /// eventfd peers between threads, the C SEQPACKET socketpair between processes
-    /// (DESIGN §5's bar for the cross-process transport; there is no eventfd row there).
+    /// (the cross-process bar; there is no eventfd row there).
     /// The async workloads keep the C eventfd rows as theirs: an actor hop to another thread
     /// is a two-thread round trip, an async stream a bounded one-way stream. `idle` keeps the
     /// ping-pong's; `fanin`'s is the C ring's four-sender variant (`bench_ring_fanin`). The
@@ -147,12 +147,20 @@ enum Peer: String, CaseIterable, Sendable {
     case grpcEcho = "grpc-swift bidi echo"
     /// xhost only, a reference: the same echo with gRPC's default transport configuration.
     case grpcEchoDefaults = "grpc-swift echo, defaults"
+    /// Ping-pong and perform, a reference: RunLoopKit with a slow-callout handler (10 ms) on each
+    /// loop and a `HangWatch` (10 ms) over both, read against the plain RunLoopKit row by the
+    /// loop-health bar (Benchmarks/README.md).
+    case runLoopKitHealth = "RunLoopKit + loop health"
+    /// Throughput only: RunLoopKit's stream received by a batch handler (`setBatchHandler`, one
+    /// call per pass, each message owned) instead of a handler — reported beside the bar, which
+    /// reads the handler's row.
+    case runLoopKitBatch = "RunLoopKit batch"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
         case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd,
-             .cFutex, .cEventfdEpoll, .grpcEchoDefaults: true
+             .cFutex, .cEventfdEpoll, .grpcEchoDefaults, .runLoopKitHealth: true
         default: false
         }
     }

@@ -2,7 +2,7 @@ import Foundation
 
 /// `--svg PATH`: the pinned ratios of one run as a self-contained SVG bar chart, one panel
 /// per workload, every peer's ratio to its workload's C baseline (= 1) on a log scale, with
-/// the workload's DESIGN §5 bar drawn as a dashed line where the bar is a ratio.
+/// the workload's bar drawn as a dashed line where the bar is a ratio.
 ///
 /// It reads the `--json` shape (`JSONReport`), so the same code draws the chart at the end of
 /// a run and from an earlier run's file (`--from-json PATH`). Hand-written SVG: no plotting
@@ -85,7 +85,7 @@ enum Chart {
             <text x="20" y="48" fill="#444">\(escape(input.machine.cpu)), \(input.machine.cores) cores, \
             \(escape(input.machine.kernel))\(input.quick ? " — --quick run, smoke test only" : ""). \
             Latency: p50 ÷ C p50 (lower is better). Rate: msgs/s ÷ C msgs/s (higher is better).</text>
-            <text x="20" y="66" fill="#444">Log scale. Dashed red line: the DESIGN §5 bar for RunLoopKit, \
+            <text x="20" y="66" fill="#444">Log scale. Dashed red line: the bar for RunLoopKit, \
             where it is a ratio. Hosts differ; ratios within one run hold.</text>
             """)
         if panels.isEmpty {
@@ -152,7 +152,7 @@ enum Chart {
             ("Foundation RunLoop", Style(.foundation, baseline: false)),
             ("default actor, AsyncStream", Style(.asyncStream, baseline: false)),
             ("reference rows (floors, not peers)", Style(.swiftRing, baseline: false)),
-            ("RunLoopKit variants (xnamed, distributed, async send)", Style(.runLoopKitNamed, baseline: false)),
+            ("RunLoopKit variants (batch, xnamed, distributed, async send)", Style(.runLoopKitNamed, baseline: false)),
         ]
         for (index, entry) in entries.enumerated() {
             let x = 20 + Double(index % 3) * 310
@@ -174,7 +174,7 @@ enum Chart {
         var label: String
     }
 
-    /// DESIGN §5's bars, converted to the panel's ratio-to-C axis (see `Bar.evaluate`).
+    /// The bars, converted to the panel's ratio-to-C axis (see `Bar.evaluate`).
     private static func threshold(_ workload: Workload, _ rows: [Input.Row]) -> Threshold? {
         func row(_ workload: Workload, _ peer: Peer) -> Input.Row? {
             rows.first { $0.workload == workload.rawValue && $0.peer == peer.rawValue }
@@ -235,7 +235,8 @@ enum Chart {
         init(_ peer: Peer, baseline: Bool) {
             switch peer {
             case .runLoopKit: fill = "#c4302b"
-            case .runLoopKitNamed, .runLoopKitDistributed, .runLoopKitDistributedPinned, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold: fill = "#e8908c"
+            case .runLoopKitNamed, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold, .runLoopKitHealth,
+                 .runLoopKitBatch, .runLoopKitDistributed, .runLoopKitDistributedPinned: fill = "#e8908c"
             case .cEventfd, .cSocketpair, .cSdEvent, .cSdBus, .cSdBusBroker, .grpcEcho: fill = baseline ? "#555555" : "#999999"
             case .dispatch: fill = "#e69f00"
             case .nio: fill = "#009e73"

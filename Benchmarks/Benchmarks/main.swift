@@ -2,7 +2,7 @@ import Foundation
 
 /// `swift run -c release Benchmarks`: measures what a message handoff between two
 /// threads costs with RunLoopKit and with the peers a daemon author would otherwise
-/// use, side by side in one run (DESIGN §5). Each case runs in its own child process
+/// use, side by side in one run (Benchmarks/README.md). Each case runs in its own child process
 /// (`ChildProcess`); this parent collects the rows, prints the table and the bars, and
 /// writes `--json` and `--svg` (or, with `--from-json`, only draws the chart of an earlier run).
 
@@ -77,7 +77,7 @@ print(debugBuildNotice)
 #endif
 print(Table.render(report))
 for note in options.workloads.flatMap(Catalogue.notes) { print("NOTE: \(note)") }
-print("\nBars (DESIGN §5, pinned regime, same run):")
+print("\nBars (Benchmarks/README.md, pinned regime, same run):")
 for bar in bars { print(bar.line) }
 
 let json = JSONReport.render(report, bars: bars)

@@ -17,6 +17,10 @@ import Synchronization
 /// and watches it with a ProcessExitSource, which logs what it asked for once it exits. Every
 /// callback is scheduled on the main loop, so all run on the main thread; the state is in a
 /// (never contended) Mutex so the class is honestly Sendable.
+///
+/// Loop health: every loop logs its slow callouts, a `HangWatch` logs a loop stuck in one pass,
+/// and the watchdog pings only while the main loop and both workers make progress, so a wedged
+/// worker gets the service restarted.
 final class Daemon: Sendable {
     private struct State {
         var configuration: Configuration
@@ -37,7 +41,7 @@ final class Daemon: Sendable {
     private let loop = ThreadRunLoop.main
     private let configurationPath: String?
     private let notifier = SystemdNotifier()
-    private let watchdog = WatchdogKeepAlive()
+    private let watchdog: WatchdogKeepAlive
     private let service: MessagePort
     private let done: MessagePort
     private let workers: [Worker]
@@ -57,10 +61,26 @@ final class Daemon: Sendable {
         done = try MessagePort(queueLimit: 1024)
         let done = done
         workers = try (1...2).map { n throws(PortError) in try Worker(name: "worker-\(n)", done: done) }
+        watchdog = WatchdogKeepAlive(watching: [loop] + workers.map(\.thread.runLoop)) { stuck in
+            log("watchdog: WATCHDOG=1 withheld, no progress on \(stuck.map(\.threadName).joined(separator: ", "))")
+        }
     }
 
     /// Serves until SIGTERM has been handled; returns the exit status.
     func run() throws -> Int32 {
+        let health = state.withLock { ($0.configuration.slowCallout, $0.configuration.hangThreshold) }
+        let loops = [loop] + workers.map(\.thread.runLoop)
+        for watched in loops {
+            watched.setSlowCalloutHandler(threshold: health.0) { callout in
+                log("slow callout on \(watched.threadName): \(callout)")
+            }
+        }
+        let hangs = HangWatch(loops: loops, threshold: health.1) { stuck, callout in
+            log("hang: \(stuck.threadName) stuck in \(callout.map(String.init(describing:)) ?? "its pass, between callouts")")
+        }
+        defer { hangs.stop() }
+        service.label = "service"
+        done.label = "done"
         service.setHandler { [self] message in accept(message) }
         // A refused frame, handshake or connection, with who sent it.
         service.setTransportReportHandler { report in log("refused: \(report)") }
@@ -70,6 +90,7 @@ final class Daemon: Sendable {
         let signals = try SignalSource(signals: [SIGTERM, SIGHUP]) { [self] _, signo in
             signo == SIGTERM ? beginShutdown() : reload()
         }
+        signals.label = "signals"
         signals.add(to: loop, forMode: .default)
         watchdog.add(to: loop)
         let configuration = state.withLock { $0.configuration }
@@ -219,6 +240,7 @@ final class Daemon: Sendable {
     private func scheduleStatus() {
         let interval = state.withLock { $0.configuration.statusInterval }
         let timer = RunLoopTimer(interval: interval, repeats: true) { [self] _ in notifier.status(statusLine()) }
+        timer.label = "status"
         state.withLock { s in defer { s.statusTimer = timer }; return s.statusTimer }?.invalidate()
         loop.add(timer, forMode: .default)
     }

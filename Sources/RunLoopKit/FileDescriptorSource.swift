@@ -26,6 +26,9 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     public let fileDescriptor: Int32
     let events: Events
     let order: Int
+    /// `.fileDescriptor`, or the kind of the source built on this one (`.signal`, `.processExit`),
+    /// for loop-health reports.
+    let calloutKind: ThreadRunLoop.Callout.Kind
     /// The epoll token of `source1Registrations`.
     private let registrationToken = Source1Token.next()
     private let handler: @Sendable (FileDescriptorSource, Events) -> Void
@@ -39,11 +42,13 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     /// thread; no system call until added to a loop.
     public convenience init(fileDescriptor: Int32, events: Events, order: Int = 0,
                             handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
-        self.init(fileDescriptor: fileDescriptor, events: events, order: order, itemName: "FileDescriptorSource", handler: handler)
+        self.init(fileDescriptor: fileDescriptor, events: events, order: order, itemName: "FileDescriptorSource",
+                  calloutKind: .fileDescriptor, handler: handler)
     }
 
-    /// A source named `itemName` in precondition messages.
-    init(fileDescriptor: Int32, events: Events, order: Int, itemName: String,
+    /// The fd source under another kind of source (`SignalSource`, `ProcessExitSource`): named
+    /// `itemName` in precondition messages, its callouts reported as `calloutKind`.
+    init(fileDescriptor: Int32, events: Events, order: Int = 0, itemName: String, calloutKind: ThreadRunLoop.Callout.Kind,
          handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
         precondition(fileDescriptor >= 0, "\(itemName) needs an open descriptor (got \(fileDescriptor))")
         precondition(!events.isEmpty, "FileDescriptorSource needs .readable and/or .writable events")
@@ -51,6 +56,7 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
         self.events = events
         self.order = order
         self.itemName = itemName
+        self.calloutKind = calloutKind
         self.handler = handler
     }
 
@@ -62,6 +68,14 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
 
     /// False once invalidated. Any thread; one atomic load.
     public var isValid: Bool { membership.isValid }
+
+    /// A name for the source's callouts in loop-health reports (`ThreadRunLoop.Callout.label`),
+    /// e.g. "client 12". Read only when a callout is reported, so it costs the loop nothing otherwise.
+    /// Any thread; a lock.
+    public var label: String? {
+        get { membership.label }
+        set { membership.label = newValue }
+    }
 
     /// The descriptor, its events and whether the source is valid, for logs. Any thread; allocates
     /// the string.

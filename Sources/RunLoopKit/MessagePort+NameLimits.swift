@@ -1,5 +1,5 @@
 extension MessagePort {
-    /// What one user may hold of a published name (DESIGN §3.35), so that no user can take every
+    /// What one user may hold of a published name (Guarantees §3.35), so that no user can take every
     /// connection a daemon can serve: the pending-handshake limit bounds connections that have
     /// not said HELLO yet; this bounds those that have.
     public struct NameLimits: Sendable, Equatable, CustomStringConvertible {

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Named ports (DESIGN §2c, §3.25–27; Protocols/named-ports.md): `publish(as:)` makes a local
+/// Named ports (§3.25–27; Protocols/named-ports.md): `publish(as:)` makes a local
 /// port reachable by name from other processes of this host that its `Access` admits, and
 /// `connect(to:)` returns a proxy for it — CFMessagePortCreateLocal / CreateRemote on Linux.
 extension MessagePort {
@@ -315,7 +315,7 @@ extension MessagePort.Message {
 }
 
 extension MessagePort.Sender {
-    /// The process that sent this frame, pinned at receipt (DESIGN §2d): unlike `pid`, it never
+    /// The process that sent this frame, pinned at receipt: unlike `pid`, it never
     /// names another process, also after this one has exited and its pid was given to another.
     /// Compare it, signal it or watch it exit (`ProcessExitSource`) without the risk of reaching
     /// whoever holds the pid now.

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Request/reply (DESIGN §2c, §3.28): CFMessagePortSendRequest on Linux. Each request gets a
+/// Request/reply (§3.28): CFMessagePortSendRequest on Linux. Each request gets a
 /// private reply port used once — a send-once right: it is invalidated as soon as its first
 /// message is delivered, so any later send to it throws `.invalidPort`. (Two replies racing
 /// each other, the second sent before the first is delivered, can both be accepted by the

@@ -20,7 +20,6 @@ public final class ProcessExitSource: Sendable {
     /// The pidfd, watched by the loop: readable once the process has exited.
     private let watch: FileDescriptorSource
     private let state = Atomic<UInt8>(ProcessExitSource.armed)
-    private let labelStorage = Locked<String?>(nil)
     private let link: SourceLink
 
     private static let armed: UInt8 = 0
@@ -40,17 +39,18 @@ public final class ProcessExitSource: Sendable {
         // the loop watches it.
         let link = SourceLink()
         watch = FileDescriptorSource(fileDescriptor: process.descriptor, events: .readable, order: order,
-                                     itemName: "ProcessExitSource") { _, _ in
+                                     itemName: "ProcessExitSource", calloutKind: .processExit) { _, _ in
             link.source?.fire()
         }
         self.link = link
         link.source = self
     }
 
-    /// A name for this source in reports about the loop (slow callouts). Any thread; a lock.
+    /// A name for the source's callouts in loop-health reports (`ThreadRunLoop.Callout.label`).
+    /// Any thread; a lock.
     public var label: String? {
-        get { labelStorage.withLock { $0 } }
-        set { labelStorage.withLock { $0 = newValue } }
+        get { watch.label }
+        set { watch.label = newValue }
     }
 
     /// Stops the source: its handler never runs after this returns (unless it is running already,
@@ -64,8 +64,7 @@ public final class ProcessExitSource: Sendable {
     /// False once it has fired or been invalidated. Any thread; one atomic load.
     public var isValid: Bool { state.load(ordering: .acquiring) == Self.armed }
 
-    /// The one place the handler is called (so that anything reporting on callouts wraps it
-    /// once): on the loop's thread, when the pidfd is readable, unless it already fired or was
+    /// The one place the handler is called: on the loop's thread, when the pidfd is readable, unless it already fired or was
     /// invalidated. The source leaves its loop before the handler runs, so a handler that runs
     /// the loop again (or whose mode held nothing else) sees it gone.
     private func fire() {

@@ -1,4 +1,4 @@
-// PortPeer's named-port modes (DESIGN §3.25–28), public API only:
+// PortPeer's named-port modes (Guarantees §3.25–28), public API only:
 //
 //   as <uid> <gid> <mode> <args…>   drops to uid/gid (setgroups, setgid, setuid), then runs <mode>.
 //   serve-name <name> <access> <behaviour>

@@ -1,5 +1,5 @@
 // PortPeer's mode for the descriptor-refusal test (RunLoopKitTransportTests/PortRefusalTests,
-// DESIGN §3.34), public API only:
+// Guarantees §3.34), public API only:
 //
 //   refuse-ports <count>   owns a port with acceptsPortComponents false on its loop and sends it,
 //                          <count> times each: a port component in-process, a port component and

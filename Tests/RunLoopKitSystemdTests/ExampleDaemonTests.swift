@@ -176,4 +176,25 @@ struct ExampleDaemonTests {
         daemon.send(SIGTERM)
         #expect(await daemon.waitForExit() == .exited(0))
     }
+
+    @Test("loop health: every loop's slow callouts are logged with the thread's name and the item's label (slow_callout_ms = 0 logs them all)")
+    func logsSlowCalloutsOfEveryLoop() async throws {
+        let (config, name) = try daemonConfiguration("slow_callout_ms = 0\n")
+        defer { unlink(config) }
+        let daemon = try DaemonProcess(environment: [:], arguments: [config])
+        try await daemon.waitForLine(startingWith: "ready")
+        let (clientExit, clientOutput) = try await ExampleClientProcess(["--name", name, "--count", "1", "--quiet"]).finish()
+        #expect(clientExit == .exited(0), "\(clientOutput)")
+        daemon.send(SIGTERM)
+        try await daemon.waitForLine(startingWith: "stopped")
+        let lines = daemon.output.withLock { $0 }
+        // Request 1 goes to worker-2 (round-robin from the first id).
+        for expected in ["example-daemon: slow callout on example-daemon: port \"service\" msgid 1 in ",
+                         "example-daemon: slow callout on worker-2: port \"worker-2 inbox\" msgid 1 in ",
+                         "example-daemon: slow callout on example-daemon: port \"done\" msgid 3 in ",
+                         "example-daemon: slow callout on example-daemon: signal \"signals\" in "] {
+            #expect(lines.contains { $0.hasPrefix(expected) }, "no line '\(expected)…' in \(lines)")
+        }
+        #expect(await daemon.waitForExit() == .exited(0))
+    }
 }

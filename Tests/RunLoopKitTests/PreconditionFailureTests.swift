@@ -1,4 +1,4 @@
-// DESIGN §2 ("Running. Only on the loop's own thread — anything else: precondition
+// The API contract ("Running. Only on the loop's own thread — anything else: precondition
 // failure with a message naming the mistake") and §3.16 ("scheduling [a port] on a
 // second loop is a precondition failure naming the mistake").
 //

@@ -1,4 +1,4 @@
-// DESIGN §3.33: a ProcessExitSource calls its handler exactly once, on its loop's thread and in
+// Guarantees §3.33: a ProcessExitSource calls its handler exactly once, on its loop's thread and in
 // its modes, when the process exits — any process this one may pidfd_open, not only children;
 // for a process that has already exited, in the next pass; never after invalidate(). It keeps
 // its mode alive until it has fired or is invalidated. Real processes: /bin/sleep, as a child

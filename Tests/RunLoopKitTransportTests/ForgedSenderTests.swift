@@ -1,4 +1,4 @@
-// DESIGN §3.32: a frame that came through a socket is never reported as sent within this
+// Guarantees §3.32: a frame that came through a socket is never reported as sent within this
 // process; credentials that claim this process over a connection another process made can only
 // be forged (CAP_SYS_ADMIN: as root, PortPeerC sends explicit SCM_CREDENTIALS), and are refused
 // and reported with who made the connection.

@@ -1,4 +1,4 @@
-// DESIGN §3.35: `NameLimits.connectionsPerUser` — a uid holding that many open connections to a
+// Guarantees §3.35: `NameLimits.connectionsPerUser` — a uid holding that many open connections to a
 // name gets `.tooManyConnections` from `connect`; closing one admits the next; other uids are
 // unaffected (a PortPeer child drops to nobody). The answer is the handshake's
 // TOO_MANY_CONNECTIONS (Protocols/named-ports.md §4), which the C peer understands too.

@@ -1,4 +1,4 @@
-// DESIGN §3.25–27: names, access, senders. Real processes (PortPeer, started by the test as
+// Guarantees §3.25–27: names, access, senders. Real processes (PortPeer, started by the test as
 // separate executables, so that neither side's RunLoopKit code spawned the other), real
 // credentials: as root, a child drops to nobody (65534:65534) for the access cases.
 

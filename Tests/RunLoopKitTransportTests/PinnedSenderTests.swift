@@ -1,4 +1,4 @@
-// DESIGN §3.31: `message.sender?.process` is the process that sent the frame, pinned by a pidfd,
+// Guarantees §3.31: `message.sender?.process` is the process that sent the frame, pinned by a pidfd,
 // so pid reuse cannot make it another. Real processes: PortPeer children send; PortPeerC gives a
 // new process the pid of one that has exited (clone3 with set_tid, as root).
 //

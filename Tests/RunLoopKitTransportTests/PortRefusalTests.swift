@@ -1,4 +1,4 @@
-// DESIGN §3.34: a port with `acceptsPortComponents == false` receives no descriptor: in-process
+// Guarantees §3.34: a port with `acceptsPortComponents == false` receives no descriptor: in-process
 // sends with a port component throw `.portsRefused`; through a send right the kernel refuses
 // the frame (SO_PASSRIGHTS, Linux 6.16+: the sender's `send` throws `.portsRefused`), or — on an
 // older kernel (injected ENOPROTOOPT) or for frames queued before the port began to refuse — the

@@ -1,4 +1,4 @@
-// DESIGN §3.28: sendRequest, synchronous and async, to local ports, proxies and named ports.
+// Guarantees §3.28: sendRequest, synchronous and async, to local ports, proxies and named ports.
 // Timeouts of 60 s are hang guards: a test that passes never waits for them.
 
 import Glibc

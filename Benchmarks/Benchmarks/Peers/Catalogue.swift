@@ -7,6 +7,8 @@ import CBenchmarkPeers
 /// The throughput workload also has the "Swift Data ring" reference (the C ring's algorithm
 /// in Swift, carrying `Data`): the floor under every Swift row; and the "Swift [Component]
 /// ring" reference, the same ring carrying the components array MessagePort's `send` takes.
+/// Ping-pong and perform have the "RunLoopKit + loop health" reference: the same exchange with
+/// a slow-callout handler and a `HangWatch` on, for the loop-health bar.
 /// The ping-pong has two C references, the kernel's floors under RunLoopKit's two sleeps:
 /// "C futex" (a mode with nothing the kernel must watch) and "C eventfd + epoll" (a mode with
 /// descriptors, as the `idle` row's; shown there too).
@@ -34,15 +36,16 @@ enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
         switch workload {
         case .pingpong:
-            [.cEventfd, .cSocketpair, .cSdEvent, .cFutex, .cEventfdEpoll, .foundation, .dispatch, .nio, .runLoopKit]
+            [.cEventfd, .cSocketpair, .cSdEvent, .cFutex, .cEventfdEpoll, .foundation, .dispatch, .nio, .runLoopKit,
+             .runLoopKitHealth]
         case .idle:
             [.cEventfd, .cEventfdEpoll, .runLoopKitOneSource, .runLoopKit, .runLoopKitTenfold]
         case .throughput:
-            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .swiftRing, .componentRing]
+            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .runLoopKitBatch, .swiftRing, .componentRing]
         case .fanin:
             [.cEventfd, .dispatch, .nio, .runLoopKit]
         case .perform:
-            [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
+            [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit, .runLoopKitHealth]
         case .xprocess:
             [.cSocketpair, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd, .cSdBus]
                 + (bench_dbus_daemon_available() != 0 ? [.cSdBusBroker] : []) + [.runLoopKit, .runLoopKitNamed, .runLoopKitDistributed, .runLoopKitDistributedPinned]
@@ -93,6 +96,7 @@ enum Catalogue {
         case (.pingpong, .dispatch): DispatchPeer.pingPong(plan)
         case (.pingpong, .nio): NIOPeer.pingPong(plan)
         case (.pingpong, .runLoopKit): RunLoopKitPeer.pingPong(plan)
+        case (.pingpong, .runLoopKitHealth): RunLoopKitPeer.pingPong(plan, loopHealth: true)
         case (.idle, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
         case (.idle, .runLoopKit): RunLoopKitPeer.pingPong(plan, idle: .standard)
         case (.idle, .runLoopKitOneSource): RunLoopKitPeer.pingPong(plan, idle: .oneSource)
@@ -102,6 +106,7 @@ enum Catalogue {
         case (.perform, .dispatch): DispatchPeer.wakeUp(plan)
         case (.perform, .nio): NIOPeer.wakeUp(plan)
         case (.perform, .runLoopKit): RunLoopKitPeer.wakeUp(plan)
+        case (.perform, .runLoopKitHealth): RunLoopKitPeer.wakeUp(plan, loopHealth: true)
         case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
         case (.xprocess, .cSocketpairEpoll): CPeers.latency(plan, bench_socketpair_epoll_xprocess)
         case (.xprocess, .cSocketpairEpollCredentials): CPeers.latency(plan, bench_socketpair_epoll_credentials_xprocess)
@@ -131,6 +136,7 @@ enum Catalogue {
         case (.throughput, .dispatch): DispatchPeer.throughput(plan)
         case (.throughput, .nio): NIOPeer.throughput(plan)
         case (.throughput, .runLoopKit): RunLoopKitPeer.throughput(plan)
+        case (.throughput, .runLoopKitBatch): RunLoopKitPeer.batchThroughput(plan)
         case (.throughput, .swiftRing): SwiftRingPeer.throughput(plan)
         case (.throughput, .componentRing): ComponentRingPeer.throughput(plan)
         case (.fanin, .cEventfd): CPeers.stream(plan, bench_ring_fanin)

@@ -3,7 +3,7 @@ import Foundation
 import RunLoopKit
 
 /// The `xprocess` workload for RunLoopKit: MessagePorts across a process boundary
-/// (DESIGN §4's socketpair transport), against the C SEQPACKET socketpair ping-pong.
+/// (the socketpair transport, Protocols/port-message-frame.md), against the C SEQPACKET socketpair ping-pong.
 ///
 /// The initiator (this case's process) owns port P on a ResidentThread's loop and spawns a
 /// responder process — this executable with `--xprocess-echo` — that inherits a send right
@@ -13,7 +13,7 @@ import RunLoopKit
 /// One long-lived proxy each way, as a daemon and its helper would hold: a reply port per
 /// message would cost a socketpair per message.
 ///
-/// Senders are pinned (DESIGN §2d): each side checks that its peer's first message names a
+/// Senders are pinned: each side checks that its peer's first message names a
 /// pinned process, the peer's own; later messages are pinned through their connection, which
 /// costs a check only when a handler asks for `sender.process`, and these handlers do not.
 ///

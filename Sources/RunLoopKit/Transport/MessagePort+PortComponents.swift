@@ -1,4 +1,4 @@
-/// Ports that refuse descriptors (DESIGN §2d, §3.34). A port component travels between processes
+/// Ports that refuse descriptors (§3.34). A port component travels between processes
 /// as a descriptor, and any holder of a send right may send some: the receiving process holds
 /// each until the message is gone, up to its descriptor limit. A port that has no use for them
 /// says so, and then no descriptor reaches it.

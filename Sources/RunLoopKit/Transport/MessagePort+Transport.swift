@@ -3,7 +3,7 @@ import Glibc
 #endif
 import FoundationEssentials
 
-/// The cross-process transport (DESIGN §4, Protocols/port-message-frame.md): send rights as
+/// The cross-process transport (Protocols/port-message-frame.md): send rights as
 /// SOCK_SEQPACKET socket ends, proxies that write frames, and the owning side reading frames
 /// into the same queue local senders use.
 extension MessagePort {
@@ -230,39 +230,47 @@ extension MessagePort {
     }
 
     /// Reads waiting frames (while the queue has room and a receiver is set) and delivers up
-    /// to `limit` messages. Loop thread only.
-    func service(upTo limit: Int) -> Int {
-        let direct = readConnections(budget: limit)
+    /// to `limit` messages, one callout of `loop` each. Loop thread only.
+    func service(upTo limit: Int, on loop: ThreadRunLoop) -> Int {
+        let direct = readConnections(budget: limit, on: loop)
         // After a frame went straight to the receiver there is usually nothing queued: the
         // flag says so without the lock.
         guard direct < limit, direct == 0 || hasDeliverableMessages else { return direct }
-        return direct + deliver(upTo: limit - direct)
+        return direct + deliver(upTo: limit - direct, on: loop)
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
     /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame that finds nothing queued
     /// before it is delivered at once, up to `budget` of them; the others are queued. Returns
     /// how many were delivered. Loop thread only.
-    private func readConnections(budget: Int) -> Int {
+    private func readConnections(budget: Int, on loop: ThreadRunLoop) -> Int {
         guard connectionsPending.load(ordering: .relaxed) else { return 0 }
         var room = 0
         let connections: PortConnections? = lock.withLock {
             guard membership.isValid, let connections = state.connections else { return nil }
-            room = state.readsFrames ? queueLimit - queue.count : 0
+            room = state.readsFrames ? queueLimit - inbox.count : 0
             return connections
         }
         guard let connections else { return 0 }
+        // Frames that found no room (senders in this process filled the queue after the loop
+        // looked) go first, before their connections are read again.
+        while room > 0, !connections.held.isEmpty, let position = claimForFrame() {
+            inbox.slot(at: position).initialize(to: connections.held.popFirst()!)
+            publish(position)
+            room = queueLimit - inbox.count
+        }
+        if !connections.held.isEmpty { room = 0 }
         var delivered = 0
         swap(&connections.pending, &connections.reading)
         while let connection = connections.reading.popFirst() {
             if room > 0 {
                 unpark(connection, of: connections)
-                delivered += readFrame(from: connection, of: connections, room: &room, deliverNow: delivered < budget)
+                delivered += readFrame(from: connection, of: connections, room: &room, deliverNow: delivered < budget, on: loop)
             } else {
                 park(connection, of: connections)
             }
         }
-        connectionsPending.store(!connections.pending.isEmpty, ordering: .sequentiallyConsistent)
+        connectionsPending.store(!connections.pending.isEmpty || !connections.held.isEmpty, ordering: .sequentiallyConsistent)
         return delivered
     }
 
@@ -298,13 +306,14 @@ extension MessagePort {
     }
 
     /// Reads one frame, if one is waiting. With `deliverNow`, a frame that finds the queue
-    /// empty (and no batch of this port being delivered further up the stack) goes straight to
-    /// the receiver — it cannot overtake anything — and 1 is returned; otherwise it is queued.
+    /// drained (and no batch of this port being delivered further up the stack) goes straight to
+    /// a handler or delegate — it cannot overtake anything — as a callout of `loop`, and 1 is
+    /// returned; otherwise it is queued, or held if the queue filled up since the loop looked.
     /// `room` is the queue's free space, kept current. A closed, failed or misbehaving
     /// connection is dropped: a zero-length record is the peer closing (or breaking the rule
     /// that frames are never empty), and a malformed frame ends its connection too.
     private func readFrame(from connection: PortConnection, of connections: PortConnections,
-                           room: inout Int, deliverNow: Bool) -> Int {
+                           room: inout Int, deliverNow: Bool, on loop: ThreadRunLoop) -> Int {
         let batch = connections.batch
         let count: Int?
         do {
@@ -347,23 +356,25 @@ extension MessagePort {
         let message = Message(msgid: decoded.msgid, payload: decoded.payload, replyPort: decoded.replyPort,
                               sender: consume sender)
         lock.lock()
-        if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
-            state.statistics.accepted(queued: 0)
+        if deliverNow, !state.delivering, inbox.isDrained, membership.isValid,
+           let receiver = state.receiver, receiver.takesOneAtATime {
+            state.statistics.sent &+= 1
             state.statistics.delivered &+= 1
             lock.unlock()
-            receiver.deliver(message)
+            receiver.deliver(message, from: self, on: loop)
             return 1
         }
-        if let consumer = state.waitingConsumer {
-            // A `messages()` consumer waits on an empty queue: the frame goes to it.
-            handOffLocked(message, to: consumer)
-            return 0
-        }
-        queue.append(message)
-        state.statistics.accepted(queued: queue.count)
-        refreshDeliverableLocked()
-        room = membership.isValid ? queueLimit - queue.count : 0
         lock.unlock()
+        // A frame that reaches an invalidated port is dropped like one still in its socket.
+        guard membership.isValid else { return 0 }
+        if let position = claimForFrame() {
+            inbox.slot(at: position).initialize(to: message)
+            publish(position)
+            room = queueLimit - inbox.count
+        } else {
+            connections.held.append(message)
+            room = 0
+        }
         return 0
     }
 
@@ -388,7 +399,18 @@ extension MessagePort {
         return nil
     }
 
-    /// Decodes and validates one received record into a message's contents, its port components
+    /// A slot for a frame's message, claimed as a sender in this process claims one but never
+    /// waited for: nil when the queue filled up since the loop looked (or its ring could not be
+    /// made). Loop thread.
+    private func claimForFrame() -> UInt64? {
+        switch inbox.claim() {
+        case .success(let position): return position
+        case .failure(.unallocated): return lock.withLock { inbox.allocate() } ? claimForFrame() : nil
+        case .failure(.full): return nil
+        }
+    }
+
+    /// Decodes and validates one received record into a message whose port components are
     /// proxies. On failure nothing has taken ownership of the record's descriptors.
     private func decode(_ record: ReceiveBatch.Record) throws(FrameError) -> (msgid: UInt32, payload: Message.Payload,
                                                                            replyPort: MessagePort?) {

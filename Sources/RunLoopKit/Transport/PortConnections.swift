@@ -29,6 +29,10 @@ final class PortConnections: @unchecked Sendable {
     /// Open connections made through a published name, by the uid of the process that connected
     /// (`NameLimits.connectionsPerUser`). Guarded by the port's lock.
     @exclusivity(unchecked) var namedByUser: [UInt32: Int] = [:]
+    /// Messages of frames read when the port's queue had no room left for them (senders in this
+    /// process filled it after the loop looked), in the order read: queued before any connection
+    /// is read again. Loop thread only.
+    @exclusivity(unchecked) var held = RingBuffer<MessagePort.Message>(initialCapacity: 1)
     /// The receive buffer. Used on the loop thread only. Pages of the 64 KiB buffer that small
     /// frames never touch never become resident.
     let batch = ReceiveBatch(capacity: 1, bytesPerRecord: PortFrame.maximumFrameSize + 1,
@@ -79,6 +83,7 @@ final class PortConnections: @unchecked Sendable {
         pending.removeAll()
         parked.removeAll()
         namedByUser.removeAll()
+        held.removeAll()
     }
 
     /// The registered (not parked) connections (lock held).
