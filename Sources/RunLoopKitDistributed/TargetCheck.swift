@@ -56,20 +56,6 @@ enum TargetCheck {
             || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$")
     }
 
-    /// A target's readable name, `Module.Type.function(_:)`, as `RemoteCallTarget.description`
-    /// spells it; the identifier itself when it does not demangle. Any thread; demangles.
-    /// (`RemoteCallTarget.description` is not used: in Swift 6.3 it never frees the name the
-    /// runtime mallocs for it, so a caller naming unknown targets would grow the callee.)
-    static func readableName(of identifier: String) -> String {
-        let (name, length) = identifier.utf8CString.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: UInt8.self) { bytes in functionFullName(bytes.baseAddress!, UInt(bytes.count - 1)) }
-        }
-        guard let name else { return identifier }
-        defer { free(UnsafeMutableRawPointer(mutating: name)) }
-        guard length > 0 else { return identifier }
-        return String(decoding: UnsafeBufferPointer(start: name, count: Int(length)), as: UTF8.self)
-    }
-
     /// The runtime's demangling of a symbol name, nil when it is not one.
     private static func demangle(_ name: String) -> String? {
         let text = name.utf8CString
@@ -86,8 +72,3 @@ enum TargetCheck {
 @_silgen_name("swift_demangle")
 private func swiftDemangle(_ name: UnsafePointer<CChar>, _ length: Int, _ output: UnsafeMutablePointer<CChar>?,
                            _ size: UnsafeMutablePointer<Int>?, _ flags: UInt32) -> UnsafeMutablePointer<CChar>?
-
-/// The runtime's full name of a function symbol (what `RemoteCallTarget.description` shows):
-/// a malloc'ed UTF-8 string and its length, which the caller frees.
-@_silgen_name("swift_getFunctionFullNameFromMangledName")
-private func functionFullName(_ name: UnsafePointer<UInt8>, _ length: UInt) -> (UnsafePointer<UInt8>?, UInt)
