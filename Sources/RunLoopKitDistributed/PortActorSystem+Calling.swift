@@ -47,10 +47,11 @@ extension PortActorSystem {
         }
     }
 
-    /// The result a RETURN carries, or the error a THROW or FAILURE says. The calling task.
-    func result<Res: Codable>(of reply: MessagePort.Message, as type: Res.Type) throws -> Res {
+    /// The result a RETURN carries, or the error a THROW or FAILURE says about the call of
+    /// `target`. The calling task.
+    func result<Res: Codable>(of reply: MessagePort.Message, as type: Res.Type, target: RemoteCallTarget) throws -> Res {
         let (data, view) = try Self.envelope(of: reply)
-        guard view.kind == .returned else { throw error(in: data, view) }
+        guard view.kind == .returned else { throw error(in: data, view, target: target) }
         do {
             return try coding.decode(Res.self, from: data, view.value, system: self)
         } catch {
@@ -58,10 +59,11 @@ extension PortActorSystem {
         }
     }
 
-    /// Nothing for an empty RETURN; the error a THROW or FAILURE says. The calling task.
-    func checkVoidResult(of reply: MessagePort.Message) throws {
+    /// Nothing for an empty RETURN; the error a THROW or FAILURE says about the call of
+    /// `target` (nil for a HELLO). The calling task.
+    func checkVoidResult(of reply: MessagePort.Message, target: RemoteCallTarget? = nil) throws {
         let (data, view) = try Self.envelope(of: reply)
-        guard view.kind == .returned else { throw error(in: data, view) }
+        guard view.kind == .returned else { throw error(in: data, view, target: target) }
     }
 
     /// A reply's envelope, validated again on the calling task (the loop checked it already).
@@ -73,11 +75,13 @@ extension PortActorSystem {
     }
 
     /// The error a THROW (the callee's own, decoded) or a FAILURE reply stands for.
-    private func error(in data: Data, _ view: EnvelopeView) -> any Error {
+    /// An unknown target is named as this process called it (its readable form): the FAILURE
+    /// carries the identifier as the callee received it.
+    private func error(in data: Data, _ view: EnvelopeView, target: RemoteCallTarget?) -> any Error {
         let text = data.withUnsafeBytes { String(decoding: $0[view.value], as: UTF8.self) }
         switch (view.kind, view.reason) {
         case (.failed, .actorNotFound?): return PortActorSystemError.actorNotFound(text)
-        case (.failed, .unknownTarget?): return PortActorSystemError.unknownTarget(text)
+        case (.failed, .unknownTarget?): return PortActorSystemError.unknownTarget(target?.description ?? text)
         case (.failed, _): return PortActorSystemError.remoteCallFailed(text)
         case (.threw, _):
             let name = data.withUnsafeBytes { String(decoding: $0[view.errorType], as: UTF8.self) }

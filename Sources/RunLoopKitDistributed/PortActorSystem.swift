@@ -146,7 +146,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
                                           throwing: Err.Type, returning: Res.Type) async throws -> Res
         where Act: DistributedActor, Act.ID == PortActorID, Err: Error, Res: Codable {
         let reply = try await exchange(&invocation, target: target, with: actor.id)
-        return try result(of: reply, as: Res.self)
+        return try result(of: reply, as: Res.self, target: target)
     }
 
     /// `remoteCall` for a function that returns nothing. The calling task.
@@ -154,7 +154,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
                                          throwing: Err.Type) async throws
         where Act: DistributedActor, Act.ID == PortActorID, Err: Error {
         let reply = try await exchange(&invocation, target: target, with: actor.id)
-        try checkVoidResult(of: reply)
+        try checkVoidResult(of: reply, target: target)
     }
 
     /// Hands a target's result to its handler (the runtime's call, on the executing task).

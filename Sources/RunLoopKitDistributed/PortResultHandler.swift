@@ -44,9 +44,9 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler, Senda
         case let failure as CallDecodingFailure:
             return Self.failure(callID: callID, .remoteCallFailed, failure.description)
         case is UnknownTarget:
-            return Self.failure(callID: callID, .unknownTarget, RemoteCallTarget(target).description)
+            return Self.failure(callID: callID, .unknownTarget, target)
         case let failure as ExecuteDistributedTargetError where failure.errorCode == .targetAccessorNotFound:
-            return Self.failure(callID: callID, .unknownTarget, RemoteCallTarget(target).description)
+            return Self.failure(callID: callID, .unknownTarget, target)
         case let failure as ExecuteDistributedTargetError:
             return Self.failure(callID: callID, .remoteCallFailed, failure.message)
         case let codable as any Codable & Error:
