@@ -269,8 +269,7 @@ final class ItemSnapshot: Sendable {
     /// port can remember the snapshot that was found to hold it.
     private let serial: UInt64
     private static let serials = Atomic<UInt64>(0)
-    private let source1List: [(token: UInt64, source: Source1)]
-    private let source1ByToken: [UInt64: Source1]
+    private let source1Table: Source1Table
     let generation: UInt64
 
     init(items: ItemSet, source1: [UInt64: Source1], kernelOnlySources1: Bool,
@@ -286,10 +285,7 @@ final class ItemSnapshot: Sendable {
         hasAlwaysReadySources = !alwaysReady.isEmpty
         hasKernelOnlySources1 = kernelOnlySources1
         keepsModeAlive = items.keepsModeAlive
-        // With the few Source1s a mode usually has, a linear scan beats hashing.
-        let few = source1.count <= 16
-        source1List = few ? source1.map { (token: $0.key, source: $0.value) } : []
-        source1ByToken = few ? [:] : source1
+        source1Table = Source1Table(source1)
         portSet = items.ports.count <= 16 ? [] : Set(items.ports.lazy.map(ObjectIdentifier.init))
         self.generation = generation
         serial = Self.serials.add(1, ordering: .relaxed).newValue
@@ -308,7 +304,7 @@ final class ItemSnapshot: Sendable {
 
     /// The Source1 registered under `token`.
     func source1(for token: UInt64) -> Source1? {
-        source1ByToken.isEmpty ? source1List.first { $0.token == token }?.source : source1ByToken[token]
+        source1Table.source(for: token)
     }
 }
 
