@@ -8,7 +8,8 @@ import RunLoopKit
 /// to `output` strictly in that order (`answered` is the next one due). A reply that comes
 /// before an earlier one (from another shard, or a local reply behind a command still at a
 /// shard) waits in `held`, as does a command split over several shards until its parts are in.
-/// Touched only on the network thread, whose loop runs every callout that reaches it.
+/// Touched only on the network thread, whose loop runs every callout that reaches it, so its
+/// fields skip the runtime's exclusivity checks, which would only repeat that.
 final class Connection: @unchecked Sendable {
     /// A reply that cannot be written yet.
     enum Held {
@@ -21,39 +22,39 @@ final class Connection: @unchecked Sendable {
     let descriptor: Int32
     /// The number CLIENT ID and HELLO report.
     let id: Int64
-    var source: FileDescriptorSource!
+    @exclusivity(unchecked) var source: FileDescriptorSource!
     /// The events `source` was last given (kept here to skip setting the same ones again).
-    var watching: FileDescriptorSource.Events = .readable
+    @exclusivity(unchecked) var watching: FileDescriptorSource.Events = .readable
 
     /// Input kept between reads: the start of a command not all there yet, or commands not
     /// parsed while the connection waits (for its client to read, or for a shard).
-    var input = ByteBuffer()
+    @exclusivity(unchecked) var input = ByteBuffer()
     /// The length `input` must reach before the incomplete command at its front is worth
     /// parsing again (a large value arrives in many reads).
-    var needed = 0
-    var output = ByteBuffer()
+    @exclusivity(unchecked) var needed = 0
+    @exclusivity(unchecked) var output = ByteBuffer()
 
-    var issued: UInt32 = 0
-    var answered: UInt32 = 0
-    var held: [UInt32: Held] = [:]
+    @exclusivity(unchecked) var issued: UInt32 = 0
+    @exclusivity(unchecked) var answered: UInt32 = 0
+    @exclusivity(unchecked) var held: [UInt32: Held] = [:]
 
     /// CLIENT SETNAME.
-    var name: [UInt8]?
+    @exclusivity(unchecked) var name: [UInt8]?
     /// No more commands are read (QUIT, a protocol error, shutdown); the connection closes
     /// once every reply due is written.
-    var closing = false
+    @exclusivity(unchecked) var closing = false
     /// Parsing stopped because a shard this connection's next command needs has a full batch
     /// and as many in flight as it may have: it resumes when that shard answers.
-    var waitingForShard = false
+    @exclusivity(unchecked) var waitingForShard = false
     /// The last write left output behind (the socket's buffer is full): the source watches for
     /// writable until it is all out.
-    var writeBlocked = false
+    @exclusivity(unchecked) var writeBlocked = false
     /// Shut down for writing at shutdown, every reply sent: input is discarded until the client
     /// closes (`NetworkServer.closeIfDone`).
-    var lingering = false
+    @exclusivity(unchecked) var lingering = false
     /// Queued for the end-of-pass flush.
-    var isDirty = false
-    var isClosed = false
+    @exclusivity(unchecked) var isDirty = false
+    @exclusivity(unchecked) var isClosed = false
 
     init(slot: UInt32, generation: UInt32, descriptor: Int32, id: Int64) {
         self.slot = slot

@@ -19,12 +19,13 @@ final class Shard: @unchecked Sendable {
     /// Requests from the network thread. Its limit is never reached: the network thread keeps
     /// fewer batches than that in flight to each shard (`NetworkServer.maxBatchesInFlight`).
     let inbox: MessagePort
-    // Shard thread only, from here on (written by `init` before the loop holds an item).
-    private var expiryTimer: RunLoopTimer!
-    private var keyspace = Keyspace()
-    private var arguments: [UnsafeRawBufferPointer] = []
+    // Shard thread only, from here on (written by `init` before the loop holds an item), so
+    // they skip the runtime's exclusivity checks, which would only repeat that.
+    @exclusivity(unchecked) private var expiryTimer: RunLoopTimer!
+    @exclusivity(unchecked) private var keyspace = Keyspace()
+    @exclusivity(unchecked) private var arguments: [UnsafeRawBufferPointer] = []
     /// The deadline the timer is set for (nil: the distant future).
-    private var armedFor: Int64?
+    @exclusivity(unchecked) private var armedFor: Int64?
 
     /// Keys whose deadline passed that one timer firing removes, at most, before it lets the
     /// loop serve requests again (and fires again in the next pass).
