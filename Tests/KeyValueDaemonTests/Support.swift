@@ -142,6 +142,13 @@ final class ChildProcess: @unchecked Sendable {
         let spare = listeningSocket.map { fcntl($0, F_DUPFD_CLOEXEC, 10) } ?? -1
         defer { if spare >= 0 { close(spare) } }
         if spare >= 0 { posix_spawn_file_actions_adddup2(&actions, spare, 3) }
+        // Nothing else of the test process's: a descriptor another test running in parallel
+        // holds without close-on-exec would otherwise live on in the child (and keep, say, its
+        // peer from seeing end of file). Glibc's closefrom action is not exported to Swift.
+        let firstClosed: Int32 = spare >= 0 ? 4 : 3
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            if let fd = Int32(name), fd >= firstClosed { posix_spawn_file_actions_addclose(&actions, fd) }
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -268,9 +275,34 @@ final class ChildProcess: @unchecked Sendable {
         return .signalled(status & 0x7f)
     }
 
-    /// The process's open descriptors (from /proc).
-    var openDescriptorCount: Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+    /// The process's open descriptors, each number with what it refers to (from /proc); nil
+    /// once the process is gone.
+    var openDescriptors: [String: String]? {
+        let directory = "/proc/\(pid)/fd"
+        guard let numbers = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
+        var descriptors: [String: String] = [:]
+        for number in numbers {
+            descriptors[number] = (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(number)")) ?? "?"
+        }
+        return descriptors
+    }
+
+    /// The sockets open now that were not in `baseline` (a new number, or a number reused for
+    /// another socket), as "N -> socket:[inode]", once that settles to nothing or `patience`
+    /// passes. Sockets only: they are what clients can leave behind, while the daemon's own
+    /// start-up may still be opening other descriptors (a loop's eventfd, the runtime's) when
+    /// the baseline is read.
+    func descriptorsLeftBehind(since baseline: [String: String]?) -> [String] {
+        var left: [String] = []
+        _ = eventually {
+            guard let baseline, let now = openDescriptors else {
+                left = ["/proc/\(pid)/fd unreadable: the process is gone"]
+                return false
+            }
+            left = now.filter { $0.value.hasPrefix("socket:") && baseline[$0.key] != $0.value }.map { "\($0.key) -> \($0.value)" }.sorted()
+            return left.isEmpty
+        }
+        return left
     }
 
     /// Resident memory in KiB (VmRSS).
@@ -424,13 +456,25 @@ final class RawClient: @unchecked Sendable {
         encode(arguments.map { Array($0.utf8) })
     }
 
-    func send(_ bytes: [UInt8]) throws {
+    /// Sends all of `bytes`; throws if the server has not taken them by `deadline` (a server
+    /// that stopped reading fails the test rather than hanging it).
+    func send(_ bytes: [UInt8], before deadline: ContinuousClock.Instant = .now + patience) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw TestFailure("send: \(String(cString: strerror(errno)))") }
-            offset += n
+            let n = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n > 0 {
+                offset += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else if n < 0 && errno == EAGAIN {
+                guard pollReady(fd, POLLOUT, before: deadline) else {
+                    throw TestFailure("send: the server took \(offset) of \(bytes.count) bytes before the deadline")
+                }
+            } else {
+                throw TestFailure("send: \(String(cString: strerror(errno)))")
+            }
         }
     }
 
