@@ -158,10 +158,13 @@ let package = Package(
         .executableTarget(name: "FuzzEnvelope", dependencies: ["RunLoopKit", "RunLoopKitDistributed", "FuzzSupport"],
                           path: "Fuzz/FuzzEnvelope"),
 
+        // A daemon whose worker loop the watchdog tests wedge and unwedge with signals.
+        .executableTarget(name: "WatchdogHost", dependencies: ["RunLoopKit", "RunLoopKitSystemd"],
+                          path: "Tests/WatchdogHost"),
         .testTarget(
             name: "RunLoopKitSystemdTests",
             dependencies: ["RunLoopKit", "RunLoopKitSystemd", "example-daemon", "example-client",
-                           "SystemdDaemonExample"]
+                           "SystemdDaemonExample", "WatchdogHost"]
         ),
         // The other process of the distributed-actor tests: publishes actors or calls them.
         .executableTarget(name: "DistributedPeer", dependencies: ["RunLoopKit", "RunLoopKitDistributed"],
@@ -201,7 +204,8 @@ if !coreOnly {
         ),
         .testTarget(
             name: "RunLoopKitLoggingTests",
-            dependencies: ["RunLoopKit", "RunLoopKitLogging", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["RunLoopKit", "RunLoopKitLogging", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "InMemoryLogging", package: "swift-log")]
         ),
         // The other process of the gRPC bridge tests: serves or calls a port over gRPC.
         .executableTarget(name: "GRPCPortPeer", dependencies: ["RunLoopKit", "RunLoopKitGRPC"],

@@ -5,7 +5,9 @@
 
 OUT/frame/     every frame vector of Protocols/vectors/ as a FrameInput (FuzzFrameDecoder and
                FuzzFrameReceive): its descriptor count, options 00 (genuine send rights), the
-               frame bytes; and once more with options 01 (descriptors of every other kind).
+               frame bytes; and once more with options 01 (descriptors of every other kind);
+               each valid one also sent three times on one connection, and to a port that
+               refuses port components.
 OUT/handshake/ every handshake vector of Protocols/vectors/named/ as a FuzzHandshake input:
                owner-side records with options 00 (and a HELLO once more with 08: a frame
                after WELCOME), client-side records with options 10.
@@ -53,6 +55,12 @@ def main():
         write(os.path.join(out, "frame"), name, bytes([descriptors, 0x00]) + data)
         write(os.path.join(out, "frame"), name + "-other-kinds", bytes([descriptors, 0x01]) + data)
         frames += 2
+        if fields.get("expect") == "ok":
+            # Sent three times on one connection (its later frames pinned through the first),
+            # and to a port that refuses port components.
+            write(os.path.join(out, "frame"), name + "-repeated", bytes([descriptors + 72, 0x00]) + data)
+            write(os.path.join(out, "frame"), name + "-refusing", bytes([descriptors + 144, 0x00]) + data)
+            frames += 2
     named = os.path.join(ROOT, "named")
     for file in sorted(os.listdir(named)):
         data, fields = parse(os.path.join(named, file))

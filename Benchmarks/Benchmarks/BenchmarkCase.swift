@@ -7,7 +7,8 @@ enum Workload: String, CaseIterable, Sendable {
     /// Round trip of an 8-byte payload between two threads.
     case pingpong
     /// RunLoopKit's `pingpong` with 1,000 idle ports, 1,000 far-future timers and 100 idle
-    /// descriptor sources in the same mode on both threads: what idle items cost a pass.
+    /// descriptor sources in the same mode on both threads (and with one idle fd source, and with
+    /// ten times the items): what idle items cost a pass.
     case idle
     /// One-way stream of 64-byte payloads through a bounded queue.
     case throughput
@@ -16,13 +17,13 @@ enum Workload: String, CaseIterable, Sendable {
     case fanin
     /// One-way latency from "run this on that thread" to it running there.
     case perform
-    /// Round trip of an 8-byte payload between two processes (DESIGN §4's transport).
+    /// Round trip of an 8-byte payload between two processes (Protocols/port-message-frame.md).
     case xprocess
     /// `await` round trip from a task on the cooperative pool to an actor method and back,
-    /// carrying an 8-byte payload (DESIGN §2b).
+    /// carrying an 8-byte payload.
     case actorhop
     /// One-way stream of 64-byte payloads from a sender thread, bounded to 1024 in flight,
-    /// consumed by a task with `for await` (DESIGN §2b).
+    /// consumed by a task with `for await`.
     case asyncstream
     /// Scale row: RunLoopKit's `pingpong` carrying one shared `Data` of 8 B, 4 KiB, 64 KiB and
     /// 1 MiB (see `ScalePoint`).
@@ -35,15 +36,30 @@ enum Workload: String, CaseIterable, Sendable {
     /// Adding then removing N items of one mode in random order, from 1 and from 8 threads:
     /// RunLoopKit's own bookkeeping, with no peer (see `Churn`).
     case churn
+    /// Round trip of a 64-byte payload over RunLoopKit's gRPC bridge on loopback, beside
+    /// grpc-swift's own bidirectional echo (see `GRPCBridgePeer`); built with the GRPC trait.
+    case xhost
+    /// The `xhost` exchange with 64 round trips in flight: round trips per second.
+    case xhostrate
+
+    /// Whether this build can run the workload: the xhost rows need the GRPC trait.
+    var isAvailable: Bool {
+        #if GRPC
+        true
+        #else
+        self != .xhost && self != .xhostrate
+        #endif
+    }
 
     /// Whether rows of this workload are latency percentiles (else a message rate, or for
     /// churn the cost per operation of each point).
     var measuresLatency: Bool {
         self == .pingpong || self == .idle || self == .perform || self == .xprocess || self == .actorhop
+            || self == .xhost
     }
 
     /// Whether rows of this workload are a message rate through a bounded queue.
-    var isStream: Bool { self == .throughput || self == .fanin || self == .asyncstream }
+    var isStream: Bool { self == .throughput || self == .fanin || self == .asyncstream || self == .xhostrate }
 
     /// Rows of several points each (`ScalePoint`), reported in their own table and not in the
     /// bars: how a cost grows with payload size or thread count.
@@ -51,7 +67,7 @@ enum Workload: String, CaseIterable, Sendable {
 
     /// Every ratio is relative to this peer in the same workload and regime: the C
     /// eventfd peers between threads, the C SEQPACKET socketpair between processes
-    /// (DESIGN §5's bar for the cross-process transport; there is no eventfd row there).
+    /// (the cross-process bar; there is no eventfd row there).
     /// The async workloads keep the C eventfd rows as theirs: an actor hop to another thread
     /// is a two-thread round trip, an async stream a bounded one-way stream. `idle` keeps the
     /// ping-pong's; `fanin`'s is the C ring's four-sender variant (`bench_ring_fanin`). The
@@ -61,6 +77,7 @@ enum Workload: String, CaseIterable, Sendable {
         case .pingpong, .idle, .throughput, .fanin, .perform, .actorhop, .asyncstream: .cEventfd
         case .xprocess: .cSocketpair
         case .churn, .payloads, .xpayloads, .threads: .runLoopKit
+        case .xhost, .xhostrate: .grpcEcho
         }
     }
 }
@@ -91,6 +108,16 @@ enum Peer: String, CaseIterable, Sendable {
     /// credentials, as RunLoopKit does for `Message.sender` (see
     /// `bench_socketpair_epoll_credentials_xprocess`).
     case cSocketpairEpollCredentials = "C socketpair + epoll + credentials"
+    /// Cross-process only, a reference: the same with each side also receiving a pidfd of
+    /// every packet's sender (SCM_PIDFD), what pinning each sender per message would cost (see
+    /// `bench_socketpair_epoll_pidfd_xprocess`).
+    case cSocketpairEpollPidfd = "C socketpair + epoll + SCM_PIDFD"
+    /// Cross-process only: an sd-bus peer-to-peer method call `Echo(t) -> t` (libsystemd, no
+    /// broker), what a C daemon author would use for request/reply (see `bench_sdbus_p2p_xprocess`).
+    case cSdBus = "C sd-bus p2p"
+    /// Cross-process only: the same call through a private dbus-daemon (see
+    /// `bench_sdbus_broker_xprocess`); skipped, with a note, where dbus-daemon is not installed.
+    case cSdBusBroker = "C sd-bus via dbus-daemon"
     /// Ping-pong only, a reference: two threads waking each other through a futex word
     /// (FUTEX_WAIT_PRIVATE / FUTEX_WAKE_PRIVATE), the floor of RunLoopKit's sleep in a mode with
     /// nothing the kernel must watch (see `bench_futex_pingpong`).
@@ -105,11 +132,30 @@ enum Peer: String, CaseIterable, Sendable {
     /// Cross-process only: RunLoopKit over a published name (`publish(as:)` / `connect(to:)`)
     /// instead of an inherited send right — the `xnamed` row.
     case runLoopKitNamed = "RunLoopKit xnamed"
+    /// idle only: RunLoopKit's ping-pong with one idle fd source in the mode and nothing else,
+    /// the floor of the idle bar.
+    case runLoopKitOneSource = "RunLoopKit, 1 idle fd source"
+    /// idle only: RunLoopKit's ping-pong with ten times the `idle` row's items.
+    case runLoopKitTenfold = "RunLoopKit, 10× idle items"
+    /// xhost only: grpc-swift's bidirectional echo with flush coalescing off, as the bridge
+    /// configures its transport (the xhost baseline).
+    case grpcEcho = "grpc-swift bidi echo"
+    /// xhost only, a reference: the same echo with gRPC's default transport configuration.
+    case grpcEchoDefaults = "grpc-swift echo, defaults"
+    /// Ping-pong and perform, a reference: RunLoopKit with a slow-callout handler (10 ms) on each
+    /// loop and a `HangWatch` (10 ms) over both, read against the plain RunLoopKit row by the
+    /// loop-health bar (Benchmarks/README.md).
+    case runLoopKitHealth = "RunLoopKit + loop health"
+    /// Throughput only: RunLoopKit's stream received by a batch handler (`setBatchHandler`, one
+    /// call per pass, each message owned) instead of a handler — reported beside the bar, which
+    /// reads the handler's row.
+    case runLoopKitBatch = "RunLoopKit batch"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
-        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cFutex, .cEventfdEpoll: true
+        case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd,
+             .cFutex, .cEventfdEpoll, .grpcEchoDefaults, .runLoopKitHealth: true
         default: false
         }
     }
@@ -152,4 +198,10 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
               let regime = Regime(rawValue: parts[2]) else { return nil }
         self.init(workload: workload, peer: peer, regime: regime)
     }
+}
+
+/// How many round trips the `xhostrate` workload keeps in flight (its bar's name says so
+/// whether or not this build runs it).
+enum GRPCBridgeWindow {
+    static let roundTrips = 64
 }

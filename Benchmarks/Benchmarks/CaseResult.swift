@@ -98,9 +98,12 @@ struct CaseResult: Sendable {
             ("mean", mean.map { "\($0)" }), ("samples", samples.map { "\($0)" }),
             ("same_cpu", sameCPUShare.map { "\($0)" }), ("msgs_per_s", messagesPerSecond.map { "\($0)" }),
             ("rss_growth", rssGrowthBytes.map { "\($0)" }),
-            // items x threads : ns per operation, comma-separated
+            // items x threads : ns per operation [: instructions per operation], comma-separated
             ("churn", churn.map { points in
-                points.map { "\($0.items)x\($0.threads):\($0.nanosecondsPerOperation)" }.joined(separator: ",")
+                points.map { point in
+                    "\(point.items)x\(point.threads):\(point.nanosecondsPerOperation)"
+                        + (point.instructionsPerOperation.map { ":\($0)" } ?? "")
+                }.joined(separator: ",")
             }),
             // parameter : p50 : p99 : round trips per second : allocs : bytes, comma-separated
             ("scale", scale.map { points in
@@ -139,9 +142,10 @@ struct CaseResult: Sendable {
         churn = values["churn"].map { text in
             text.split(separator: ",").compactMap { point in
                 let parts = point.split(whereSeparator: { $0 == "x" || $0 == ":" })
-                guard parts.count == 3, let items = Int(parts[0]), let threads = Int(parts[1]),
+                guard parts.count == 3 || parts.count == 4, let items = Int(parts[0]), let threads = Int(parts[1]),
                       let nanoseconds = Double(parts[2]) else { return nil }
-                return ChurnPoint(items: items, threads: threads, nanosecondsPerOperation: nanoseconds)
+                return ChurnPoint(items: items, threads: threads, nanosecondsPerOperation: nanoseconds,
+                                  instructionsPerOperation: parts.count == 4 ? Double(parts[3]) : nil)
             }
         }
         scale = values["scale"].map { text in

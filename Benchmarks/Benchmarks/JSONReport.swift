@@ -7,7 +7,7 @@ import Foundation
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
 /// "peak_rss_bytes", "rss_growth_bytes"}], "references": [same shape], "scale": [{"workload",
 /// "regime", "point", "p50_us", "p99_us", "round_trips_per_s", "allocs_per_msg", "bytes_per_msg"}], "churn": [{"regime",
-/// "items", "threads", "ns_per_op"}], "bars": [{"bar", "met", "detail"}]}`. A scale point is
+/// "items", "threads", "ns_per_op", "instructions_per_op"}], "bars": [{"bar", "met", "detail"}]}`. A scale point is
 /// a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs (`threads`).
 /// `Chart` reads this shape back (`--from-json`). `references` holds the rows of reference peers
 /// (`Peer.isReference`: the Swift Data and [Component] rings, C futex, C eventfd + epoll,
@@ -52,7 +52,8 @@ enum JSONReport {
         let churn = report.results.flatMap { result in
             (result.churn ?? []).map { point in
                 object([("regime", string(result.benchmarkCase.regime.rawValue)), ("items", "\(point.items)"),
-                        ("threads", "\(point.threads)"), ("ns_per_op", number(point.nanosecondsPerOperation))])
+                        ("threads", "\(point.threads)"), ("ns_per_op", number(point.nanosecondsPerOperation)),
+                        ("instructions_per_op", number(point.instructionsPerOperation))])
             }
         }
         let barObjects = bars.map { bar in

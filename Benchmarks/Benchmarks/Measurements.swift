@@ -53,6 +53,10 @@ struct ChurnPoint: Sendable, Equatable {
     var threads: Int
     /// Wall time per add or remove (the median window's).
     var nanosecondsPerOperation: Double
+    /// Instructions per add or remove, counted by callgrind over one window (one thread only;
+    /// nil where valgrind is not installed). Unlike the wall time, they do not grow with cache
+    /// misses: they say whether the bookkeeping's work grows with the items.
+    var instructionsPerOperation: Double? = nil
 }
 
 /// One point of a scale row (`Workload.isScale`): the payload size in bytes (`payloads`,

@@ -4,7 +4,8 @@ import Foundation
 /// dependency for one executable).
 struct Options: Sendable {
     var quick = false
-    var workloads = Workload.allCases
+    /// The workloads to run: by default every one this build can run (see `Workload.isAvailable`).
+    var workloads = Workload.allCases.filter(\.isAvailable)
     /// The peers asked for; each workload's baseline runs as well (see `runs(_:in:)`).
     var peers = Peer.allCases
     var regimes = Regime.allCases
@@ -20,6 +21,9 @@ struct Options: Sendable {
     /// Set in the responder process of RunLoopKit's `xprocess` case (hidden, like
     /// `--run-case`): it only echoes (see `RunLoopKitPeer.serveCrossProcessEcho`).
     var crossProcessEcho: CrossProcessEcho?
+    /// Set in the process the churn case runs under callgrind (hidden, like `--run-case`): the
+    /// number of items of the one window it counts (see `Churn.countInstructions`).
+    var churnInstructionsSize: Int?
 
     /// `--xprocess-echo SEND_RIGHT CELL` (descriptors the responder inherited), or
     /// `--xprocess-echo-named NAME CELL` (the initiator's port is published as NAME).
@@ -73,6 +77,10 @@ struct Options: Sendable {
                 options.quick = true
             case "--filter":
                 options.workloads = try list(try value(for: argument), flag: argument) { Workload(rawValue: $0) }
+                if let missing = options.workloads.first(where: { !$0.isAvailable }) {
+                    throw UsageError(description: "--filter: \(missing.rawValue) needs the GRPC trait: "
+                                     + "swift run -c release --enable-all-traits Benchmarks")
+                }
             case "--peers":
                 let peers = try list(try value(for: argument), flag: argument) { name in
                     Peer.allCases.first { $0.rawValue.lowercased() == name.lowercased() }
@@ -117,6 +125,11 @@ struct Options: Sendable {
                     throw UsageError(description: "--xprocess-echo-bytes needs a size, after --xprocess-echo")
                 }
                 options.crossProcessEcho?.payloadBytes = bytes
+            case "--churn-instructions":
+                guard let size = Int(try value(for: argument)), size > 0 else {
+                    throw UsageError(description: "--churn-instructions needs a number of items")
+                }
+                options.churnInstructionsSize = size
             case "--help", "-h":
                 throw UsageError(description: usage)
             default:

@@ -40,7 +40,7 @@ struct Plans: Sendable {
 
     /// The stream of `benchmarkCase`. RunLoopKit's `throughput` row sends all of
     /// `maxMessages` (its budget is only a guard, half the case timeout), because flat memory
-    /// over a long stream is one of DESIGN §5's claims about it; the peers stop at the
+    /// over a long stream is one of the bars; the peers stop at the
     /// budget, which keeps the slow ones (Foundation at a few hundred thousand messages per
     /// second) from dominating the run time. Every `asyncstream` row, RunLoopKit's included,
     /// stops at the budget: its long stream is the `throughput` row's. Their budget is a third

@@ -49,7 +49,10 @@ enum Table {
             Reference rows (floors to read the others against, not peers; see Benchmarks/README.md): \
             C futex and C eventfd + epoll (pingpong, idle: the kernel's floors under RunLoopKit's \
             futex and epoll sleeps), Swift Data ring and Swift [Component] ring (throughput), \
-            C socketpair + epoll, and the same reading each packet's sender credentials (xprocess).
+            C socketpair + epoll, the same reading each packet's sender credentials, and receiving \
+            a pidfd of each packet's sender too (SCM_PIDFD) (xprocess).
+            xprocess also has C sd-bus p2p, a D-Bus method call Echo(t) -> t over a socketpair \
+            (libsystemd, no broker), and the same call through a private dbus-daemon.
             allocs/msg, B/msg: whole process, steady state, per one-way message. \
             same CPU: share of samples with both threads (processes, for xprocess) on one CPU. \
             RSS Δ: growth over the stream after warm-up. \
@@ -128,15 +131,19 @@ enum Table {
         }
         var lines = ["", """
             churn: ns per add or remove, median window; N items of one mode (Source0s, far-future \
-            timers, one MessagePort in eight) added then removed in random order, the loop not running.
+            timers, one MessagePort in eight) added then removed in random order, the loop not running; \
+            instr/op: callgrind's instructions per add or remove, one thread.
             """]
-        lines.append(cells(["regime", "items"] + threadCounts.map { $0 == 1 ? "1 thread" : "\($0) threads" }))
+        lines.append(cells(["regime", "items"] + threadCounts.map { $0 == 1 ? "1 thread" : "\($0) threads" }
+                           + ["instr/op"]))
         for result in rows {
             for items in Array(Set(result.churn!.map(\.items))).sorted() {
                 let values = threadCounts.map { threads in
                     result.churn(items: items, threads: threads).map { String(format: "%.0f", $0.nanosecondsPerOperation) } ?? "—"
                 }
-                lines.append(cells([result.benchmarkCase.regime.rawValue, "\(items)"] + values))
+                let instructions = result.churn(items: items, threads: 1)?.instructionsPerOperation
+                lines.append(cells([result.benchmarkCase.regime.rawValue, "\(items)"] + values
+                                   + [instructions.map { String(format: "%.0f", $0) } ?? "—"]))
             }
         }
         return lines

@@ -2,7 +2,7 @@ import Foundation
 
 /// `swift run -c release Benchmarks`: measures what a message handoff between two
 /// threads costs with RunLoopKit and with the peers a daemon author would otherwise
-/// use, side by side in one run (DESIGN §5). Each case runs in its own child process
+/// use, side by side in one run (Benchmarks/README.md). Each case runs in its own child process
 /// (`ChildProcess`); this parent collects the rows, prints the table and the bars, and
 /// writes `--json` and `--svg` (or, with `--from-json`, only draws the chart of an earlier run).
 
@@ -26,6 +26,10 @@ if let echo = options.crossProcessEcho {
     RunLoopKitPeer.serveCrossProcessEcho(echo)  // the xprocess responder: nothing else runs
 }
 let plans = Plans(options: options)
+if let size = options.churnInstructionsSize {
+    Churn.countInstructions(size: size, plan: plans.churn)  // under callgrind: nothing else runs
+    exit(0)
+}
 
 if let benchmarkCase = options.childCase {
     ChildProcess.serve(benchmarkCase, plans: plans)
@@ -69,7 +73,8 @@ print("")
 print(debugBuildNotice)
 #endif
 print(Table.render(report))
-print("\nBars (DESIGN §5, pinned regime, same run):")
+for note in options.workloads.flatMap(Catalogue.notes) { print("NOTE: \(note)") }
+print("\nBars (Benchmarks/README.md, pinned regime, same run):")
 for bar in bars { print(bar.line) }
 
 let json = JSONReport.render(report, bars: bars)

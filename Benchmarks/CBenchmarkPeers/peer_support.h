@@ -52,10 +52,13 @@ typedef struct bench_seqpacket_end {
     /// (`bench_seqpacket_expect_credentials`): what a loop that tells its callers who sent
     /// each message pays the kernel for it.
     pid_t peer_pid;
+    /// Every packet also brings a pidfd of its sender (SO_PASSPIDFD: an SCM_PIDFD per packet,
+    /// installed by the kernel and closed here), what pinning each sender per packet costs.
+    int pidfds;
 } bench_seqpacket_end;
 
 static inline bench_seqpacket_end bench_seqpacket_blocking_end(int fd) {
-    return (bench_seqpacket_end){ .fd = fd, .epfd = -1, .wakefd = -1, .peer_pid = 0 };
+    return (bench_seqpacket_end){ .fd = fd, .epfd = -1, .wakefd = -1, .peer_pid = 0, .pidfds = 0 };
 }
 
 /// Makes `*end` for `fd`: blocking, or (`through_epoll`) waiting through epoll. Returns 0,
@@ -92,25 +95,55 @@ static inline int bench_seqpacket_expect_credentials(bench_seqpacket_end *end, p
     return 1;
 }
 
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76
+#endif
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
+#endif
+
+/// As `bench_seqpacket_expect_credentials`, and every packet must also bring a pidfd of its
+/// sender (SO_PASSPIDFD, Linux 6.5+), which is closed once received. Returns 0 when an option
+/// could not be set.
+static inline int bench_seqpacket_expect_pidfds(bench_seqpacket_end *end, pid_t peer) {
+    int on = 1;
+    if (!bench_seqpacket_expect_credentials(end, peer) ||
+        setsockopt(end->fd, SOL_SOCKET, SO_PASSPIDFD, &on, sizeof on) != 0) return 0;
+    end->pidfds = 1;
+    return 1;
+}
+
 /// `bench_seqpacket_recv_u64`'s receive for an end that expects credentials: recvmsg's
-/// result, and in `*credited` whether the packet's SCM_CREDENTIALS name the expected process.
+/// result, and in `*credited` whether the packet's SCM_CREDENTIALS name the expected process
+/// (and, for an end that expects pidfds, whether one came, which is then closed).
 static inline ssize_t bench_seqpacket_recv_credited(bench_seqpacket_end end, uint64_t *value, int flags, int *credited) {
     union {
-        char bytes[CMSG_SPACE(sizeof(struct ucred))];
+        char bytes[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } control;
     struct iovec iov = { .iov_base = value, .iov_len = sizeof *value };
     struct msghdr message = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes,
                               .msg_controllen = sizeof control.bytes };
     ssize_t n;
-    while ((n = recvmsg(end.fd, &message, flags)) < 0 && errno == EINTR) {}
-    struct cmsghdr *header = n > 0 ? CMSG_FIRSTHDR(&message) : NULL;
-    *credited = 0;
-    if (header != NULL && header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS) {
-        struct ucred credentials;
-        memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
-        *credited = credentials.pid == end.peer_pid;
+    while ((n = recvmsg(end.fd, &message, flags | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
+    int pid_matches = 0, pinned = !end.pidfds;
+    for (struct cmsghdr *header = n > 0 ? CMSG_FIRSTHDR(&message) : NULL; header != NULL;
+         header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET) continue;
+        if (header->cmsg_type == SCM_CREDENTIALS) {
+            struct ucred credentials;
+            memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
+            pid_matches = credentials.pid == end.peer_pid;
+        } else if (header->cmsg_type == SCM_PIDFD) {
+            int pidfd;
+            memcpy(&pidfd, CMSG_DATA(header), sizeof pidfd);
+            if (pidfd >= 0) {
+                close(pidfd);
+                pinned = 1;
+            }
+        }
     }
+    *credited = pid_matches && pinned;
     return n;
 }
 #endif

@@ -134,3 +134,10 @@ bench_responder_cell *bench_responder_cell_map(int descriptor) {
 void bench_responder_cell_unmap(bench_responder_cell *cell) {
     munmap(cell, sizeof(bench_responder_cell));
 }
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+void bench_callgrind_toggle_collect(void) { CALLGRIND_TOGGLE_COLLECT; }
+#else
+void bench_callgrind_toggle_collect(void) {}
+#endif

@@ -10,6 +10,10 @@
 /// packet's sender credentials read as well (SO_PASSCRED, recvmsg, the pid checked), it is
 /// the `C socketpair + epoll + credentials` reference: what the kernel charges a loop that
 /// tells its callers which process sent each message, as RunLoopKit's `Message.sender` does.
+/// With a pidfd of each packet's sender received too (SO_PASSPIDFD: an SCM_PIDFD installed by
+/// the kernel per packet, closed by the receiver), it is `C socketpair + epoll + SCM_PIDFD`:
+/// what pinning every sender per packet would cost (RunLoopKit pins a connection's sender
+/// once and checks it only when asked, see SenderPin.swift).
 
 #define _GNU_SOURCE
 #include <sys/socket.h>
@@ -31,10 +35,21 @@ static int32_t responder_cpu(const void *context) {
 }
 
 /// The child: echoes every ping until the initiator closes its end.
-static _Noreturn void responder_main(int fd, int through_epoll, int credentials, bench_responder_cell *cell) {
+/// What each end reads with every packet: nothing but the bytes, the sender's credentials, or
+/// its credentials and a pidfd.
+enum { SENDER_NONE = 0, SENDER_CREDENTIALS = 1, SENDER_PIDFD = 2 };
+
+static int expect_sender(bench_seqpacket_end *end, int sender, pid_t peer) {
+    switch (sender) {
+    case SENDER_CREDENTIALS: return bench_seqpacket_expect_credentials(end, peer);
+    case SENDER_PIDFD: return bench_seqpacket_expect_pidfds(end, peer);
+    default: return 1;
+    }
+}
+
+static _Noreturn void responder_main(int fd, int through_epoll, int sender, bench_responder_cell *cell) {
     bench_seqpacket_end end;
-    if (!bench_seqpacket_open_end(fd, through_epoll, &end) ||
-        (credentials && !bench_seqpacket_expect_credentials(&end, getppid()))) {
+    if (!bench_seqpacket_open_end(fd, through_epoll, &end) || !expect_sender(&end, sender, getppid())) {
         bench_seqpacket_send_u64(fd, BENCH_POISON_VALUE);
         _exit(RESPONDER_EPOLL_FAILED);
     }
@@ -63,12 +78,12 @@ static const char *responder_failure(int status) {
     case RESPONDER_MALFORMED: return "C socketpair: responder received a malformed packet";
     case RESPONDER_OUT_OF_SEQUENCE: return "C socketpair: responder received an out-of-sequence ping";
     case RESPONDER_RECV_FAILED: return "C socketpair: responder's recv failed";
-    case RESPONDER_EPOLL_FAILED: return "C socketpair: responder could not build its epoll set or set SO_PASSCRED";
+    case RESPONDER_EPOLL_FAILED: return "C socketpair: responder could not build its epoll set or set SO_PASSCRED (SO_PASSPIDFD)";
     default: return "C socketpair: responder process exited with an unexpected status";
     }
 }
 
-static void xprocess(const bench_latency_plan *plan, bench_latency_result *result, int through_epoll, int credentials) {
+static void xprocess(const bench_latency_plan *plan, bench_latency_result *result, int through_epoll, int sender) {
     bench_latency_recorder recorder;
     bench_recorder_init(&recorder, plan, result, 2);
     bench_responder_cell *cell = bench_responder_cell_create(NULL);
@@ -92,14 +107,14 @@ static void xprocess(const bench_latency_plan *plan, bench_latency_result *resul
     }
     if (pid == 0) {
         close(fds[0]);
-        responder_main(fds[1], through_epoll, credentials, cell);
+        responder_main(fds[1], through_epoll, sender, cell);
     }
     close(fds[1]);
 
     bench_seqpacket_end end;
     uint64_t sent = 0;
     if (!bench_seqpacket_open_end(fds[0], through_epoll, &end)) result->failure = "C socketpair: epoll set could not be built";
-    else if (credentials && !bench_seqpacket_expect_credentials(&end, pid)) result->failure = "C socketpair: SO_PASSCRED failed";
+    else if (!expect_sender(&end, sender, pid)) result->failure = "C socketpair: SO_PASSCRED (SO_PASSPIDFD) failed";
     else sent = bench_seqpacket_initiate(end, &recorder, responder_cpu, cell, &result->failure);
     bench_seqpacket_end_close(end);
     close(fds[0]);  // end-of-stream: the responder exits
@@ -115,13 +130,17 @@ static void xprocess(const bench_latency_plan *plan, bench_latency_result *resul
 }
 
 void bench_socketpair_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
-    xprocess(plan, result, 0, 0);
+    xprocess(plan, result, 0, SENDER_NONE);
 }
 
 void bench_socketpair_epoll_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
-    xprocess(plan, result, 1, 0);
+    xprocess(plan, result, 1, SENDER_NONE);
 }
 
 void bench_socketpair_epoll_credentials_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
-    xprocess(plan, result, 1, 1);
+    xprocess(plan, result, 1, SENDER_CREDENTIALS);
+}
+
+void bench_socketpair_epoll_pidfd_xprocess(const bench_latency_plan *plan, bench_latency_result *result) {
+    xprocess(plan, result, 1, SENDER_PIDFD);
 }

@@ -6,13 +6,18 @@ import Glibc
 #endif
 
 /// The daemon's settings: defaults, overridden by an optional file of `key = value` lines
-/// (`name`, `access`, `status_interval_ms`, `drain_timeout_ms`; `#` comments), re-read on
-/// SIGHUP (`name` and `access` apply at start-up only: clients hold connections to the name).
+/// (`name`, `access`, `status_interval_ms`, `drain_timeout_ms`, `log_requests`, `slow_callout_ms`,
+/// `hang_threshold_ms`; `#` comments), re-read on SIGHUP (`name`, `access` and the two health
+/// thresholds apply at start-up only: clients hold connections to the name, and the watches
+/// are set up once).
 struct Configuration: Sendable, CustomStringConvertible {
     var name = Wire.defaultName                          // the service port's published name
     var access: MessagePort.Access = .sameUser           // who may send requests
     var statusInterval: Duration = .seconds(1)          // how often STATUS= is sent
     var drainTimeout: Duration = .seconds(5)            // how long SIGTERM waits for replies
+    var logRequests = false                             // a line on stderr per request, naming its client
+    var slowCallout: Duration = .milliseconds(100)      // a callout this long is logged
+    var hangThreshold: Duration = .seconds(1)           // a loop stuck this long is logged
 
     static func load(path: String?) throws -> Configuration {
         var configuration = Configuration()
@@ -35,6 +40,9 @@ struct Configuration: Sendable, CustomStringConvertible {
                 configuration.access = access
             case ("status_interval_ms", let ms?) where ms > 0: configuration.statusInterval = .milliseconds(ms)
             case ("drain_timeout_ms", let ms?) where ms > 0: configuration.drainTimeout = .milliseconds(ms)
+            case ("log_requests", _) where value == "yes" || value == "no": configuration.logRequests = value == "yes"
+            case ("slow_callout_ms", let ms?) where ms >= 0: configuration.slowCallout = .milliseconds(ms)
+            case ("hang_threshold_ms", let ms?) where ms > 0: configuration.hangThreshold = .milliseconds(ms)
             default: log("\(path): ignoring '\(line)'")
             }
         }
@@ -42,7 +50,9 @@ struct Configuration: Sendable, CustomStringConvertible {
     }
 
     var description: String {
-        "name \(name), access \(access), status every \(statusInterval), drain within \(drainTimeout)"
+        "name \(name), access \(access), status every \(statusInterval), drain within \(drainTimeout), "
+            + "slow callouts from \(slowCallout), hangs from \(hangThreshold)"
+            + (logRequests ? ", logging requests" : "")
     }
 
     private static func parseAccess(_ text: String) -> MessagePort.Access? {

@@ -9,6 +9,7 @@ final class Worker: Sendable {
 
     init(name: String, done: MessagePort) throws(PortError) {
         inbox = try MessagePort(queueLimit: 256)
+        inbox.label = "\(name) inbox"
         thread = ResidentThread(name: name)
         inbox.setHandler { message in   // runs on the worker's thread
             guard let request = Wire.decode(message, msgid: Wire.request, count: 3), let client = message.port(at: 1) else {

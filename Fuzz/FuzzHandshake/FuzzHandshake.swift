@@ -202,6 +202,7 @@ final class HandshakeTarget: Sendable {
             case .failure(let reason): expected = .failure(.handshakeFailed(reason))
             case .success where record[5] == 2: expected = .success(())
             case .success where record[5] == 3: expected = .failure(.accessDenied)
+            case .success where record[5] == 5: expected = .failure(.tooManyConnections)
             case .success: expected = .failure(.nameNotFound(clientName))
             }
         }
@@ -234,7 +235,7 @@ enum ReferenceHandshake {
         guard record.count >= 8 else { return .failure(.truncated) }
         guard record[0] == 0x52, record[1] == 0x4C, record[2] == 0x4B, record[3] == 0x4E else { return .failure(.badMagic) }
         guard record[4] == 1 else { return .failure(.unsupportedVersion) }
-        guard owner ? record[5] == 1 : (2...4).contains(record[5]) else { return .failure(.unexpectedKind) }
+        guard owner ? record[5] == 1 : (2...5).contains(record[5]) else { return .failure(.unexpectedKind) }
         guard record[7] == 0 else { return .failure(.reservedBytes) }
         guard record.count == 8 + Int(record[6]) else { return .failure(.lengthMismatch) }
         let name = Array(record[8...])

@@ -76,8 +76,8 @@ ssize_t crlk_sendmsg_fds(int fd, const void *buf, size_t len, const int *fds, in
 #endif
 
 /* Moves the SCM_RIGHTS descriptors of `msg` into the record's `fds` (up to `maxfds`; extra
- * ones are closed), takes one SCM_CREDENTIALS into its credential fields, and reports any
- * other ancillary data (closing a pidfd that came as one). */
+ * ones are closed), takes one SCM_CREDENTIALS into its credential fields and one SCM_PIDFD
+ * into `pidfd`, and reports any other ancillary data (closing a pidfd that came as one). */
 static void collect_fds(struct msghdr *msg, struct crlk_record *record, int maxfds) {
     int *fds = record->fds;
     int *nfds = &record->fd_count;
@@ -85,6 +85,7 @@ static void collect_fds(struct msghdr *msg, struct crlk_record *record, int maxf
     *nfds = 0;
     *unexpected_control = 0;
     record->has_credentials = 0;
+    record->has_pidfd = 0;
     for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(msg); cmsg != NULL; cmsg = CMSG_NXTHDR(msg, cmsg)) {
         if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_CREDENTIALS
             && cmsg->cmsg_len == CMSG_LEN(sizeof(struct ucred)) && !record->has_credentials) {
@@ -96,10 +97,17 @@ static void collect_fds(struct msghdr *msg, struct crlk_record *record, int maxf
             record->gid = credentials.gid;
         } else if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_PIDFD
                    && cmsg->cmsg_len == CMSG_LEN(sizeof(int))) {
+            /* The receiving kernel writes it (a sender cannot): a pidfd, or minus the errno of
+             * its failure to make one. */
             int pidfd;
             memcpy(&pidfd, CMSG_DATA(cmsg), sizeof pidfd);
-            close(pidfd);
-            *unexpected_control = 1;
+            if (!record->has_pidfd) {
+                record->has_pidfd = 1;
+                record->pidfd = pidfd;
+            } else {
+                if (pidfd >= 0) close(pidfd);
+                *unexpected_control = 1;
+            }
         } else if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
             int count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
             for (int i = 0; i < count; i++) {
@@ -124,12 +132,15 @@ static int wanted_fds(const struct crlk_record *record) {
     return record->max_fds > max_fds ? max_fds : record->max_fds;
 }
 
-/* Room for the descriptors and for one SCM_CREDENTIALS message. */
+/* Room for the descriptors, one SCM_CREDENTIALS message and one SCM_PIDFD. */
 static size_t control_space(const struct crlk_record *record) {
-    return CMSG_SPACE(sizeof(int) * (size_t)wanted_fds(record)) + CMSG_SPACE(sizeof(struct ucred));
+    return CMSG_SPACE(sizeof(int) * (size_t)wanted_fds(record)) + CMSG_SPACE(sizeof(struct ucred))
+        + CMSG_SPACE(sizeof(int));
 }
 
-enum { control_capacity = CMSG_SPACE(sizeof(int) * max_fds) + CMSG_SPACE(sizeof(struct ucred)) };
+enum {
+    control_capacity = CMSG_SPACE(sizeof(int) * max_fds) + CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))
+};
 
 static void prepare(struct msghdr *header, struct iovec *iov, const struct crlk_record *record, char *control) {
     memset(header, 0, sizeof *header);
@@ -218,6 +229,14 @@ ssize_t crlk_send_with_credentials(int fd, const void *buf, size_t len, pid_t pi
     struct ucred credentials = { .pid = pid, .uid = uid, .gid = gid };
     memcpy(CMSG_DATA(cmsg), &credentials, sizeof credentials);
     return sendmsg(fd, &msg, flags);
+}
+
+int crlk_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int crlk_pidfd_send_signal(int pidfd, int signal) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
 }
 
 int crlk_accept_nonblocking(int fd) {

@@ -35,21 +35,37 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     /// other's work, so the registration never keeps the old interest.
     private let requestedEvents: Atomic<UInt8>
     let order: Int
+    /// `.fileDescriptor`, or the kind of the source built on this one (`.signal`, `.processExit`),
+    /// for loop-health reports.
+    let calloutKind: ThreadRunLoop.Callout.Kind
     /// The epoll token of `source1Registrations`.
     private let registrationToken = Source1Token.next()
     private let handler: @Sendable (FileDescriptorSource, Events) -> Void
     let membership = LoopMembership()
+    /// What precondition messages call the item: a source that watches for another (a
+    /// `ProcessExitSource`'s pidfd) is named after it.
+    let itemName: String
 
     /// Watches `fileDescriptor` for `events`. Sources of one mode ready in the same pass are
     /// handled in readiness order (sources of one descriptor in ascending `order`). Any
     /// thread; no system call until added to a loop.
-    public init(fileDescriptor: Int32, events: Events, order: Int = 0,
-                handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
-        precondition(fileDescriptor >= 0, "FileDescriptorSource needs an open descriptor (got \(fileDescriptor))")
+    public convenience init(fileDescriptor: Int32, events: Events, order: Int = 0,
+                            handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
+        self.init(fileDescriptor: fileDescriptor, events: events, order: order, itemName: "FileDescriptorSource",
+                  calloutKind: .fileDescriptor, handler: handler)
+    }
+
+    /// The fd source under another kind of source (`SignalSource`, `ProcessExitSource`): named
+    /// `itemName` in precondition messages, its callouts reported as `calloutKind`.
+    init(fileDescriptor: Int32, events: Events, order: Int = 0, itemName: String, calloutKind: ThreadRunLoop.Callout.Kind,
+         handler: @escaping @Sendable (FileDescriptorSource, Events) -> Void) {
+        precondition(fileDescriptor >= 0, "\(itemName) needs an open descriptor (got \(fileDescriptor))")
         precondition(!events.isEmpty, "FileDescriptorSource needs .readable and/or .writable events")
         self.fileDescriptor = fileDescriptor
         requestedEvents = Atomic(events.rawValue)
         self.order = order
+        self.itemName = itemName
+        self.calloutKind = calloutKind
         self.handler = handler
     }
 
@@ -88,6 +104,14 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     /// False once invalidated. Any thread; one atomic load.
     public var isValid: Bool { membership.isValid }
 
+    /// A name for the source's callouts in loop-health reports (`ThreadRunLoop.Callout.label`),
+    /// e.g. "client 12". Read only when a callout is reported, so it costs the loop nothing otherwise.
+    /// Any thread; a lock.
+    public var label: String? {
+        get { membership.label }
+        set { membership.label = newValue }
+    }
+
     /// The descriptor, its events and whether the source is valid, for logs. Any thread; allocates
     /// the string.
     public var description: String {
@@ -97,6 +121,7 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     // MARK: - Loop side
 
     static var itemKind: WritableKeyPath<ItemSet, [FileDescriptorSource]> { \.fileDescriptorSources }
+    func attach(to loop: ThreadRunLoop) -> Bool { membership.attach(to: loop, kind: itemName) }
     var sortOrder: Int? { order }
     func registerDescriptors(in modeState: ModeState) { modeState.watch(self) }
     func unregisterDescriptors(from modeState: ModeState) { modeState.unwatch(self) }

@@ -4,7 +4,7 @@
 /// (amortised) however many items there are: daemons hold tens of thousands of timers or
 /// sources and add and remove them all the time. Each array holds exactly its kind's items,
 /// but in service order — Source0s, observers and fd sources ascending by `order`, ties and
-/// the other kinds in insertion order (DESIGN §3) — only after `putInOrder()`: a removal
+/// the other kinds in insertion order (Guarantees) — only after `putInOrder()`: a removal
 /// moves the last item into the gap and an insertion out of order appends. The loop thread
 /// puts the set in order when it takes a snapshot after a change (O(n log n) for a kind that
 /// changed, nothing for the others and nothing on a pass that finds its mode unchanged).

@@ -1,6 +1,6 @@
 /// A run loop as a Swift concurrency executor, serial and task executor both: jobs run on the
 /// loop's thread, in FIFO order with `perform` blocks, while the loop runs any common mode
-/// (DESIGN §3.21). An actor whose `unownedExecutor` is a loop's executor runs every method on
+/// (Guarantees §3.21). An actor whose `unownedExecutor` is a loop's executor runs every method on
 /// that thread, interleaved with the loop's port messages, timers and observers and never
 /// concurrently with them; `withTaskExecutorPreference(loop.executor)` runs nonisolated async
 /// work there.

@@ -1,17 +1,27 @@
 import Synchronization
 
-/// Validity and the one loop of an item that may be scheduled on one loop at most (timers,
-/// observers, ports, fd sources), shared by those item kinds.
+/// Validity, label and the one loop of an item that may be scheduled on one loop at most
+/// (timers, observers, ports, fd sources), shared by those item kinds.
 final class LoopMembership: Sendable {
     private struct State {
         var loop: ThreadRunLoop?
         var valid = true
+        /// The item's `label`, kept under the same lock: read only to report a callout.
+        var label: String?
     }
     private let state = Locked(State())
     private let validFlag = Atomic<Bool>(true)
 
-    var isValid: Bool { validFlag.load(ordering: .acquiring) }
+    /// Sequentially consistent (a plain load on x86), because a port's sender
+    /// relies on it after publishing a message, against `invalidate()` (`MessagePort.publish`).
+    var isValid: Bool { validFlag.load(ordering: .sequentiallyConsistent) }
     var loop: ThreadRunLoop? { state.withLock { $0.loop } }
+
+    /// The item's label (`Callout.label`). Any thread; a lock.
+    var label: String? {
+        get { state.withLock { $0.label } }
+        set { state.withLock { $0.label = newValue } }
+    }
 
     /// Claims `loop`; false when invalid. `kind` names the item in the precondition message.
     func attach(to loop: ThreadRunLoop, kind: String) -> Bool {
@@ -38,7 +48,7 @@ final class LoopMembership: Sendable {
         state.withLock { state in
             guard state.valid else { return (false, nil) }
             state.valid = false
-            validFlag.store(false, ordering: .releasing)
+            validFlag.store(false, ordering: .sequentiallyConsistent)
             return (true, state.loop)
         }
     }

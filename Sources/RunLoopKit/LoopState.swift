@@ -4,7 +4,7 @@ import Synchronization
 ///
 /// Each mode has its own epoll set holding the loop's wake-up doorbell and the descriptors of
 /// the mode's fd sources, send rights' connections and proxies, so readiness of an item of
-/// mode A cannot wake a loop sleeping in mode B (DESIGN §3.10); in-process port messages
+/// mode A cannot wake a loop sleeping in mode B (Guarantees §3.10); in-process port messages
 /// reach the loop through its `ReadyPorts`, which keeps a port of mode A for mode A. Mutated only under the loop's state lock; `epoll` itself is
 /// thread-safe and is used by the loop thread outside the lock.
 final class ModeState {
@@ -261,7 +261,7 @@ final class ItemSnapshot: Sendable {
     /// Whether a Source1 of the mode can be ready without the loop knowing it in memory (an fd
     /// source, a send right's connection, a proxy), so that only a poll of the epoll set finds it.
     let hasKernelOnlySources1: Bool
-    /// Whether the items alone keep a run of the mode going (DESIGN §3.1).
+    /// Whether the items alone keep a run of the mode going (Guarantees §3.1).
     let keepsModeAlive: Bool
     /// The ports as a set, for `holds`, when there are too many for a linear scan.
     private let portSet: Set<ObjectIdentifier>
@@ -334,7 +334,7 @@ struct LoopState {
         blocks.contains { $0.modes.contain(mode) { commonModes.contains(mode) } }
     }
 
-    /// Whether a run of the mode has anything to service (DESIGN §3.1).
+    /// Whether a run of the mode has anything to service (Guarantees §3.1).
     func modeIsAlive(_ modeState: ModeState) -> Bool {
         modeState.items.keepsModeAlive || blocks.contains(where: modeState.runs)
     }

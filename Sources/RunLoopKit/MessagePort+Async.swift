@@ -1,4 +1,8 @@
-/// Ports from async code (DESIGN §2b, §3.22–23): a port's messages as an `AsyncSequence`, and a
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Ports from async code (§3.22–23): a port's messages as an `AsyncSequence`, and a
 /// `send` that suspends the calling task, instead of blocking its thread, while the queue is full.
 extension MessagePort {
     /// The port's messages, for one consumer (`for await message in port.messages()`). It needs
@@ -55,6 +59,7 @@ extension MessagePort {
         var consumer: UInt64 = 0
         setReceiver { state in
             state.handler = nil
+            state.batchHandler = nil
             state.delegate = nil
             state.consumersMade += 1
             state.consumer = state.consumersMade
@@ -67,9 +72,9 @@ extension MessagePort {
     /// suspends until there is room; throws `.invalidPort` if the port is (or becomes, while it
     /// waits) invalid, and `.cancelled` if the task is cancelled while it would wait — nothing is
     /// queued then. Messages from one task arrive in the order sent. No deadline: race it with
-    /// your own timeout. Any task; a lock and, once per burst, one eventfd write. A message of
-    /// one Data component allocates nothing of its own; several components are copied into one
-    /// array.
+    /// your own timeout. Any task; while the queue has room, costs what the blocking `send` does
+    /// (no lock). A message of one Data component allocates nothing of its own; several
+    /// components are copied into one array.
     @inlinable
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil) async throws(PortError) {
@@ -80,10 +85,12 @@ extension MessagePort {
     /// `consuming` down to the queue, as in the blocking `send`.
     @usableFromInline
     func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
+        if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         if isProxy {
             try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort)
-        } else if lockIfRoom() {
-            appendLocked(msgid: msgid, payload: consume payload, replyPort: replyPort)
+        } else if membership.isValid, case .success(let position) = inbox.claim() {
+            inbox.slot(at: position).initialize(to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
+            publish(position)
         } else {
             try await enqueueSuspending(Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
         }
@@ -98,41 +105,61 @@ extension MessagePort {
             MessagePort.messages(): next() called while another next() on port #\(token) is in progress; \
             a port's messages have one consumer at a time
             """)
-        guard state.consumer == consumer, membership.isValid, !Task.isCancelled else {
-            lock.unlock()
-            return nil
-        }
-        if let message = queue.popFirst() {
-            tookForConsumerLocked()
-            return message
-        }
-        state.consuming = true
-        lock.unlock()
-        let message = await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<Message?, Never>) in
-                lock.lock()
-                guard state.consumer == consumer, membership.isValid, !Task.isCancelled else {
-                    lock.unlock()
-                    continuation.resume(returning: nil)
-                    return
-                }
-                if let message = queue.popFirst() {
-                    tookForConsumerLocked()
-                    continuation.resume(returning: message)
-                    return
-                }
-                state.waitingConsumer = continuation
+        while true {
+            switch pollLocked(for: consumer) {
+            case .message(let message):
+                state.consuming = false
+                tookForConsumerLocked()
+                return message
+            case .finished:
+                state.consuming = false
+                lock.unlock()
+                return nil
+            case .empty:
+                state.consuming = true
                 lock.unlock()
             }
-        } onCancel: {
-            let waiter: UnsafeContinuation<Message?, Never>? = lock.withLock {
-                defer { state.waitingConsumer = nil }
-                return state.waitingConsumer
+            await withTaskCancellationHandler {
+                await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                    lock.lock()
+                    // Suspends only while nothing changed since the look above; otherwise looks again.
+                    guard state.consumer == consumer, membership.isValid, !Task.isCancelled,
+                          state.delivering || inbox.arm() else {
+                        lock.unlock()
+                        continuation.resume()
+                        return
+                    }
+                    state.waitingConsumer = continuation
+                    lock.unlock()
+                }
+            } onCancel: {
+                let waiter: UnsafeContinuation<Void, Never>? = lock.withLock {
+                    defer { state.waitingConsumer = nil }
+                    return state.waitingConsumer
+                }
+                waiter?.resume()
             }
-            waiter?.resume(returning: nil)
+            lock.lock()
         }
-        lock.withLock { state.consuming = false }
-        return message
+    }
+
+    /// What `next()` finds (lock held).
+    private enum Poll {
+        case message(Message)
+        /// The sequence is over: invalidated, replaced, or its task cancelled.
+        case finished
+        /// Nothing queued: the inbox is armed, so the next message resumes the consumer. (Or the
+        /// loop is finishing a batch for the receiver before this one; the batch's end resumes it.)
+        case empty
+    }
+
+    private func pollLocked(for consumer: UInt64) -> Poll {
+        guard state.consumer == consumer, membership.isValid, !Task.isCancelled else { return .finished }
+        guard !state.delivering else { return .empty }
+        repeat {
+            if let message = inbox.takeOne() { return .message(message) }
+        } while !inbox.arm()
+        return .empty
     }
 
     /// After the consumer took a message from the queue (lock held; released here): wakes
@@ -140,15 +167,10 @@ extension MessagePort {
     private func tookForConsumerLocked() {
         state.statistics.delivered &+= 1
         let room = didTakeLocked()
-        refreshDeliverableLocked()
-        var loop: ThreadRunLoop?
-        if deliverable.load(ordering: .relaxed) && !state.loopNotified {
-            state.loopNotified = true
-            loop = state.receivingLoop
-        }
+        let settled = settleLocked()
         lock.unlock()
         give(room)
-        loop?.portBecameReady(self)
+        finish(settled)
     }
 
     // MARK: - Suspending senders
@@ -164,9 +186,19 @@ extension MessagePort {
                 lock.unlock()
                 throw .invalidPort
             }
-            if queue.count < queueLimit {
-                appendLocked(message)
+            switch inbox.claim() {
+            case .success(let position):
+                inbox.slot(at: position).initialize(to: message)
+                lock.unlock()
+                publish(position)
                 return
+            case .failure(.unallocated):
+                let allocated = inbox.allocate()
+                lock.unlock()
+                guard allocated else { throw .resourceExhausted(errno: ENOMEM) }
+                continue
+            case .failure(.full):
+                break
             }
             guard !Task.isCancelled else {
                 lock.unlock()
@@ -181,7 +213,7 @@ extension MessagePort {
                 await withUnsafeContinuation { (continuation: UnsafeContinuation<SenderWake, Never>) in
                     lock.lock()
                     let now: SenderWake? = !membership.isValid ? .invalidated
-                        : queue.count < queueLimit ? .room
+                        : inbox.count < queueLimit ? .room
                         : Task.isCancelled ? .cancelled : nil
                     if now == nil { state.suspendedSenders.append(SuspendedSender(ticket: ticket, continuation: continuation)) }
                     lock.unlock()

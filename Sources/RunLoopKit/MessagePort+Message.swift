@@ -34,6 +34,9 @@ extension MessagePort {
         @usableFromInline var payload: Payload
 
         /// The Data component at `index`, or nil when there is none or it is a port. Any thread; O(1).
+        /// Inlined, so that a receiver's checks of a one-Data message fold into one test of how it
+        /// is stored.
+        @inlinable
         public func data(at index: Int) -> Data? {
             switch payload {
             case .data(let data): index == 0 ? data : nil
@@ -43,6 +46,7 @@ extension MessagePort {
         }
 
         /// The port component at `index`, or nil when there is none or it is Data. Any thread; O(1).
+        @inlinable
         public func port(at index: Int) -> MessagePort? {
             guard case .components(let components) = payload, components.indices.contains(index),
                   case .port(let port) = components[index] else { return nil }
@@ -50,6 +54,7 @@ extension MessagePort {
         }
 
         /// The first Data component, the common single-payload case. Any thread; O(components).
+        @inlinable
         public var data: Data? {
             switch payload {
             case .data(let data): data

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Named ports (DESIGN §2c, §3.25–27; Protocols/named-ports.md): `publish(as:)` makes a local
+/// Named ports (§3.25–27; Protocols/named-ports.md): `publish(as:)` makes a local
 /// port reachable by name from other processes of this host that its `Access` admits, and
 /// `connect(to:)` returns a proxy for it — CFMessagePortCreateLocal / CreateRemote on Linux.
 extension MessagePort {
@@ -37,6 +37,11 @@ extension MessagePort {
             rule == .sameUser ? .users([uid]) : self
         }
 
+        /// Whether a frame sent by `sender` may be delivered (a resolved policy).
+        func admits(_ sender: Sender) -> Bool {
+            admits(Credentials(pid: sender.pid, uid: sender.uid, gid: sender.gid))
+        }
+
         /// Whether a frame sent by `credentials` may be delivered (a resolved policy).
         func admits(_ credentials: Credentials) -> Bool {
             switch rule {
@@ -59,7 +64,11 @@ extension MessagePort {
     }
 
     /// The process that sent a message's frame, as the kernel reported it (SCM_CREDENTIALS):
-    /// its pid and effective uid and gid at the time of the send.
+    /// its pid and effective uid and gid at the time of the send, and the process itself,
+    /// pinned (`process`), where the kernel can name it.
+    ///
+    /// Two senders are equal when their pid, uid and gid are: compare `process` to tell apart
+    /// two processes that had the same pid one after the other.
     public struct Sender: Sendable, Equatable, Hashable, CustomStringConvertible {
         /// The sending process's id. Any thread; free.
         public var pid: Int32
@@ -67,26 +76,42 @@ extension MessagePort {
         public var uid: UInt32
         /// The sending process's group id. Any thread; free.
         public var gid: UInt32
+        /// How the process was pinned; nil for a sender made with `init(pid:uid:gid:)` and where
+        /// the kernel could not pin it.
+        let pin: SenderPin?
 
-        /// A sender with these ids (for comparisons in tests and policies). Free. Any thread.
+        /// A sender with these ids (for comparisons in tests and policies); its `process` is nil.
+        /// Free. Any thread.
         public init(pid: Int32, uid: UInt32, gid: UInt32) {
-            self.pid = pid
-            self.uid = uid
-            self.gid = gid
+            self.init(Credentials(pid: pid, uid: uid, gid: gid), pin: nil)
         }
 
-        /// The sender of a frame, or nil when this process sent it (§3.27: `sender` is nil for
-        /// a message sent within this process).
-        init?(frameSender credentials: Credentials) {
-            guard credentials.pid != Self.thisProcess else { return nil }
-            self.init(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        /// The sender of a frame or handshake record the kernel reported with `credentials`.
+        init(_ credentials: Credentials, pin: SenderPin?) {
+            pid = credentials.pid
+            uid = credentials.uid
+            gid = credentials.gid
+            self.pin = pin
         }
 
-        /// Read once: a process that forks without exec keeps its parent's value, which only
-        /// makes a frame from the parent read as local in the child.
-        private static let thisProcess = getpid()
+        /// This process's pid, read once: a process that forks without exec keeps its parent's
+        /// value, which only makes a frame from the child's parent look like one of its own.
+        static let thisProcess = getpid()
 
-        /// The pid, uid and gid, for logs. Any thread; allocates the string.
+        /// The equality of the pid, uid and gid. Any thread; free.
+        public static func == (lhs: Sender, rhs: Sender) -> Bool {
+            lhs.pid == rhs.pid && lhs.uid == rhs.uid && lhs.gid == rhs.gid
+        }
+
+        /// Hashes the pid, uid and gid. Any thread; free.
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(pid)
+            hasher.combine(uid)
+            hasher.combine(gid)
+        }
+
+        /// The pid, uid and gid, for logs (the pinned process is not looked at). Any thread;
+        /// allocates the string.
         public var description: String { "pid \(pid), uid \(uid), gid \(gid)" }
     }
 
@@ -106,7 +131,14 @@ extension MessagePort {
     /// already published, is a precondition failure. Any thread; a socket, bind, listen and a
     /// timerfd, plus an epoll_ctl per mode when the port is on a loop.
     public func publish(as name: String, access: Access = .sameUser) throws(PortError) {
-        try publish(as: name, access: access, listeningSocket: nil)
+        try publish(as: name, access: access, limits: .default, listeningSocket: nil)
+    }
+
+    /// `publish(as:access:)` with limits on what one user may hold: a user with
+    /// `limits.connectionsPerUser` open connections to the name gets `.tooManyConnections` from
+    /// `connect(to:)` until one of them is closed. Errors and cost as `publish(as:access:)`.
+    public func publish(as name: String, access: Access = .sameUser, limits: NameLimits) throws(PortError) {
+        try publish(as: name, access: access, limits: limits, listeningSocket: nil)
     }
 
     /// `publish(as:access:)` on a listening socket someone else bound — systemd socket
@@ -115,7 +147,8 @@ extension MessagePort {
     /// started. The port takes ownership of the descriptor. With nil, binds its own socket.
     /// Throws `.notASendRight` unless it is a listening AF_UNIX SOCK_SEQPACKET socket bound to
     /// the name's address in some scope. Any thread.
-    public func publish(as name: String, access: Access = .sameUser, listeningSocket: Int32?) throws(PortError) {
+    public func publish(as name: String, access: Access = .sameUser, limits: NameLimits = .default,
+                        listeningSocket: Int32?) throws(PortError) {
         precondition(!isProxy, """
             MessagePort.publish(as: "\(name)") was called on a proxy (a send right to a port owned \
             elsewhere); only a local port can be published: publish the port in the process that owns it.
@@ -143,7 +176,7 @@ extension MessagePort {
         let publication: NameListener
         do throws(Errno) {
             publication = try NameListener(port: self, name: portName, listener: listener,
-                                           access: access.resolved(publisherUID: publisher))
+                                           access: access.resolved(publisherUID: publisher), limits: limits)
         } catch {
             listener.close()
             throw Self.portError(error)
@@ -183,6 +216,9 @@ extension MessagePort {
     /// The name this port is published under, nil when it is not. Any thread; a lock.
     public var publishedName: String? { lock.withLock { state.publication?.name.text } }
 
+    /// Open connections made through the name, by the uid of the process that connected. A lock.
+    var namedConnectionsByUser: [UInt32: Int] { lock.withLock { state.connections?.namedByUser ?? [:] } }
+
     /// A proxy for the port published as `name` (CFMessagePortCreateRemote): a send right like
     /// any other, whose frames the owner delivers with `message.sender` set, as long as its
     /// access policy admits the sending process. Looks in this process's own scope (its
@@ -190,7 +226,8 @@ extension MessagePort {
     /// says belongs to that scope's uid, so another user cannot impersonate the service.
     ///
     /// Throws `.invalidName`, `.nameNotFound` (no live port holds the name), `.accessDenied`
-    /// (the policy refuses this process), `.timedOut` (the owner did not answer within 30 s:
+    /// (the policy refuses this process), `.tooManyConnections` (this user holds as many
+    /// connections to the name as the owner's `NameLimits` allow), `.timedOut` (the owner did not answer within 30 s:
     /// its loop is not running), `.handshakeFailed` (it answered nonsense) or
     /// `.resourceExhausted`. Blocks the calling thread for one round trip with the owner's
     /// loop. Any thread; a socket, connect, one record each way.
@@ -250,6 +287,8 @@ extension MessagePort {
             return MessagePort(proxyFor: socket)
         case .denied:
             throw .accessDenied
+        case .tooManyConnections:
+            throw .tooManyConnections
         case .unknownName, .hello:
             return nil
         }
@@ -268,7 +307,29 @@ extension MessagePort {
 
 extension MessagePort.Message {
     /// The process that sent this message's frame — pid, effective uid and gid as the kernel
-    /// reported them with the frame (SCM_CREDENTIALS), not as the peer claims — or nil for a
-    /// message sent within this process. Any thread; free.
+    /// reported them with the frame (SCM_CREDENTIALS), not as the peer claims, and the process
+    /// itself, pinned (`Sender.process`) — or nil for a message sent within this process to a
+    /// local port. A frame that came through a socket always has a sender, also when this
+    /// process sent it (through a send right to one of its own ports). Any thread; free.
     public var sender: MessagePort.Sender? { kernelSender }
+}
+
+extension MessagePort.Sender {
+    /// The process that sent this frame, pinned at receipt: unlike `pid`, it never
+    /// names another process, also after this one has exited and its pid was given to another.
+    /// Compare it, signal it or watch it exit (`ProcessExitSource`) without the risk of reaching
+    /// whoever holds the pid now.
+    ///
+    /// Nil where the kernel cannot pin the sender: before Linux 6.5 (no SO_PEERPIDFD,
+    /// SO_PASSPIDFD), when the kernel could not make a pidfd for it (this process out of
+    /// descriptors), and for a frame from a process its connection had not seen before — a send
+    /// right handed on — that came without a pidfd of its own (the frames after it are pinned:
+    /// see the Security model article). Also nil once the process has been reaped, for a frame
+    /// pinned through its connection that is asked about only then; ask while handling the
+    /// message. Nil for a sender made with `init(pid:uid:gid:)`.
+    ///
+    /// Any thread. Free for a frame that came with its own pidfd (a connection's first frames);
+    /// otherwise the first question about a frame costs one poll(2), which answers for the frames
+    /// of that sender read before it as well.
+    public var process: PinnedProcess? { pin?.process }
 }

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Request/reply (DESIGN §2c, §3.28): CFMessagePortSendRequest on Linux. Each request gets a
+/// Request/reply (§3.28): CFMessagePortSendRequest on Linux. Each request gets a
 /// private reply port used once — a send-once right: it is invalidated as soon as its first
 /// message is delivered, so any later send to it throws `.invalidPort`. (Two replies racing
 /// each other, the second sent before the first is delivered, can both be accepted by the
@@ -64,7 +64,11 @@ extension MessagePort {
         let host = AsyncHost.thread.runLoop
         let setup = try RequestSetup(destination: self, request: request, loop: host, mode: .default) {}
         defer { setup.tearDown() }
-        let timer = RunLoopTimer(fireAt: deadline) { _ in request.complete(.failure(.replyTimedOut)) }
+        // At the deadline, a request still waiting for room could not be queued in time (§3.28's
+        // `.timedOut`, as the synchronous form reports); a queued one had no reply.
+        let timer = RunLoopTimer(fireAt: deadline) { _ in
+            request.complete(.failure(request.isQueued ? .replyTimedOut : .timedOut))
+        }
         host.add(timer, forMode: .default)
         defer { timer.invalidate() }
 
@@ -76,7 +80,7 @@ extension MessagePort {
                 // one of the concurrency pool, until there is room or the deadline.
                 switch attemptSend(msgid: msgid, components: components, from: setup.reply, before: .now) {
                 case nil:
-                    break
+                    request.markQueued()
                 case .timedOut? where ContinuousClock.now < deadline:
                     let reply = setup.reply
                     do throws(Errno) {
@@ -84,6 +88,8 @@ extension MessagePort {
                             if let error = self.attemptSend(msgid: msgid, components: components, from: reply,
                                                             before: deadline) {
                                 request.complete(.failure(error))
+                            } else {
+                                request.markQueued()
                             }
                         }.detach()
                     } catch {
@@ -117,11 +123,20 @@ extension MessagePort {
 final class PendingRequest: Sendable {
     private struct State {
         var result: Result<MessagePort.Message, PortError>?
+        var queued = false
         var onCompletion: (@Sendable (Result<MessagePort.Message, PortError>) -> Void)?
     }
     private let state = Mutex(State())
 
     var result: Result<MessagePort.Message, PortError>? { state.withLock { $0.result } }
+
+    /// Whether the request reached the destination's queue (or socket): a timeout after that
+    /// is the reply's, before it the request's own.
+    var isQueued: Bool { state.withLock { $0.queued } }
+
+    func markQueued() {
+        state.withLock { $0.queued = true }
+    }
 
     /// Records the outcome unless one is recorded already; the first one wins.
     func complete(_ result: Result<MessagePort.Message, PortError>) {

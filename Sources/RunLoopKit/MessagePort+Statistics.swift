@@ -1,8 +1,9 @@
 import Synchronization
 
 extension MessagePort {
-    /// A port's counters since it was created: cheap enough to stay on (a few increments under
-    /// the lock each message already takes), read whole with one lock acquisition.
+    /// A port's counters since it was created: cheap enough to stay on (what a sender adds is
+    /// its position in the queue, which it claims anyway; the receiver counts once per batch,
+    /// under the lock it takes anyway), read whole with one lock acquisition.
     ///
     /// For a local port, a message is *sent* when the port accepts it (queued, or handed
     /// straight to a waiting receiver), whether it came from this process or over a send right;
@@ -18,7 +19,8 @@ extension MessagePort {
         public var delivered: UInt64 = 0
         /// Messages dropped because the port was invalidated; `discardedCount` is the same figure.
         public var discarded: UInt64 = 0
-        /// The most messages ever queued at once (at most `queueLimit`).
+        /// The most messages ever queued at once (at most `queueLimit`), as each sender saw the
+        /// queue once its message had joined it.
         public var queueHighWater: Int = 0
         /// Sends that had to wait for room: a synchronous sender that blocked, an async sender
         /// that suspended (each send counted once, however long it waited).
@@ -32,12 +34,6 @@ extension MessagePort {
             "sent \(sent), delivered \(delivered), discarded \(discarded), queue high water \(queueHighWater), senders blocked \(sendersBlocked)"
         }
 
-        /// A message was accepted, leaving `queued` in the queue.
-        @inline(__always)
-        mutating func accepted(queued: Int) {
-            sent &+= 1
-            if queued > queueHighWater { queueHighWater = queued }
-        }
     }
 
     /// The port's counters. Any thread; one lock acquisition (a proxy: two atomic loads).
@@ -48,7 +44,12 @@ extension MessagePort {
             statistics.sendersBlocked = proxyCounters.sendersBlocked.load(ordering: .relaxed)
             return statistics
         }
-        return lock.withLock { state.statistics }
+        return lock.withLock {
+            var statistics = state.statistics
+            statistics.sent &+= inbox.accepted
+            statistics.queueHighWater = inbox.highWater
+            return statistics
+        }
     }
 }
 

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 import FoundationEssentials
 
@@ -5,13 +8,13 @@ import FoundationEssentials
 /// components) to it, and the one run loop that receives it delivers them, in order per
 /// sender, to its delegate or handler on the loop's thread.
 ///
-/// The queue is bounded by `queueLimit`. `send` never blocks while the queue has room; when it
-/// is full the sender sleeps in the kernel until the receiver makes room, the deadline passes
-/// (`.timedOut`) or the port is invalidated (`.invalidPort`). The receiving loop learns of the
-/// port once per burst (when the queue goes from "drained" to "has messages") through its
-/// ready list, which rings the loop only when it is asleep, and drains a bounded batch per
-/// pass. With no delegate and no handler, messages stay queued until one is set. A local port
-/// holds no descriptor until it gains a send right.
+/// The queue is bounded by `queueLimit`. `send` takes no lock while the queue has room (see
+/// `MessageInbox`); when it is full the sender sleeps in the kernel until the receiver makes
+/// room, the deadline passes (`.timedOut`) or the port is invalidated (`.invalidPort`). The
+/// receiving loop learns of the port once per burst (when the queue goes from "drained" to "has
+/// messages") through its ready list, which rings the loop only when it is asleep, and takes
+/// everything queued (up to a batch) per pass. With no receiver, messages stay queued until one
+/// is set. A local port holds no descriptor until it gains a send right.
 public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, CustomStringConvertible {
     /// Receives the port's messages on the receiving loop's thread. Held weakly.
     public protocol Delegate: AnyObject, Sendable {
@@ -25,19 +28,26 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     final class State {
         // Every field is guarded by the port's lock; the runtime exclusivity check would only
         // repeat that.
+        /// The receiving loop is delivering a batch straight from the inbox, without the lock: the
+        /// receiver's side of the inbox is its own until it clears this (`deliver(upTo:)`).
         @exclusivity(unchecked) var delivering = false
         /// The receiving loop was told the port has messages (`ThreadRunLoop.portBecameReady`)
         /// and has not drained the queue since.
         @exclusivity(unchecked) var loopNotified = false
         /// The loop that receives the port while it is in one of its modes.
         @exclusivity(unchecked) var receivingLoop: ThreadRunLoop?
+        /// Senders blocked in `send` (waiting on the lock's condition).
         @exclusivity(unchecked) var waitingSenders = 0
         @exclusivity(unchecked) var handler: (@Sendable (Message) -> Void)?
+        @exclusivity(unchecked) var batchHandler: (@Sendable (inout Batch) -> Void)?
         @exclusivity(unchecked) weak var delegate: (any Delegate)?
-        /// A handler or delegate was set; a stored flag so `send` need not load the weak delegate.
-        /// A delegate that went away is noticed (and this cleared) at delivery.
+        /// A handler, batch handler or delegate was set; a stored flag so that the port's bookkeeping
+        /// need not load the weak delegate. A delegate that went away is noticed (and this cleared) at
+        /// delivery.
         @exclusivity(unchecked) var hasReceiver = false
         @exclusivity(unchecked) var invalidationHandler: (@Sendable (MessagePort) -> Void)?
+        /// Delivered, discarded and blocked senders; `sent` counts only frames handed straight to
+        /// the receiver, the inbox counts the rest (`statistics`).
         @exclusivity(unchecked) var statistics = Statistics()
         /// The receive ends of send rights (cross-process senders), created on first use.
         @exclusivity(unchecked) var connections: PortConnections?
@@ -45,7 +55,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// socket end kept here and sent (the kernel duplicates it in flight) every time, so
         /// passing a port costs no socketpair per message.
         @exclusivity(unchecked) var sharedSendRight: SeqPacketSocket?
-        @exclusivity(unchecked) var transportErrorHandler: (@Sendable (PortError) -> Void)?
+        @exclusivity(unchecked) var transportErrorHandler: (@Sendable (TransportReport) -> Void)?
+        /// `acceptsPortComponents` is false (MessagePort+PortComponents.swift).
+        @exclusivity(unchecked) var refusesPortComponents = false
         /// A proxy's eventfd that wakes senders blocked on a full socket when the proxy is
         /// invalidated; made by the first sender that has to wait.
         @exclusivity(unchecked) var invalidationBell: EventFD?
@@ -58,8 +70,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         @exclusivity(unchecked) var consumersMade: UInt64 = 0
         /// A `next()` is suspended or about to be: a second one at once is a misuse.
         @exclusivity(unchecked) var consuming = false
-        /// The consumer suspended in `next()` until a message arrives (the queue is empty then).
-        @exclusivity(unchecked) var waitingConsumer: UnsafeContinuation<Message?, Never>?
+        /// The consumer suspended in `next()` until a message arrives (the inbox is armed then):
+        /// resumed to look again.
+        @exclusivity(unchecked) var waitingConsumer: UnsafeContinuation<Void, Never>?
         /// Async senders suspended while the queue is full, in arrival order.
         @exclusivity(unchecked) var suspendedSenders: [SuspendedSender] = []
         @exclusivity(unchecked) var sendersSuspended: UInt64 = 0
@@ -68,22 +81,46 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// or a `messages()` sequence will take them.
         var readsFrames: Bool { hasReceiver || consumer != nil }
 
-        /// The handler, else the delegate (strongly held for the batch being delivered).
+        /// The batch handler, else the handler, else the delegate (strongly held for the batch being
+        /// delivered).
         var receiver: Receiver? {
+            if let batchHandler { return .batch(batchHandler) }
             if let handler { return .handler(handler) }
             return delegate.map(Receiver.delegate)
         }
     }
 
+    /// Whoever the port calls out to. Its two `deliver` methods are the only places a port calls a
+    /// handler, a batch handler or a delegate.
     enum Receiver {
         case handler(@Sendable (Message) -> Void)
         case delegate(any Delegate)
+        case batch(@Sendable (inout Batch) -> Void)
 
-        func deliver(_ message: Message) {
-            switch self {
-            case .handler(let handler): handler(message)
-            case .delegate(let delegate): delegate.handlePortMessage(message)
+        /// Whether it takes messages one call each (a handler or a delegate).
+        var takesOneAtATime: Bool {
+            if case .batch = self { false } else { true }
+        }
+
+        /// One message to a handler or delegate (`takesOneAtATime`), as a callout of `loop`.
+        func deliver(_ message: Message, from port: MessagePort, on loop: ThreadRunLoop) {
+            loop.callout(.port, port, msgid: message.msgid) {
+                switch self {
+                case .handler(let handler): handler(message)
+                case .delegate(let delegate): delegate.handlePortMessage(message)
+                case .batch: preconditionFailure("RunLoopKit: a single message was handed to a batch handler")
+                }
             }
+        }
+
+        /// A pass's messages: to a batch handler in one call (one callout, without a msgid), to a
+        /// handler or delegate one call (and callout) each.
+        func deliver(_ batch: inout Batch, from port: MessagePort, on loop: ThreadRunLoop) {
+            if case .batch(let handler) = self {
+                loop.callout(.port, port) { handler(&batch) }
+                return
+            }
+            while let message = batch.next() { deliver(message, from: port, on: loop) }
         }
     }
 
@@ -96,16 +133,14 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     let token = Source1Token.next()
     let lock = ConditionLock()
     let state = State()
-    /// The queued messages; guarded by `lock`. A property of the port itself rather than of
-    /// `state`, so that the send and delivery paths reach it without retaining it.
-    let queue = RingBuffer<Message>()
-    /// The batch being delivered, taken from `queue` under the lock (by exchanging the two
-    /// buffers when the whole queue fits the pass's limit, so taking costs nothing per message)
-    /// and delivered outside it; touched only by the delivering thread while `state.delivering`
-    /// is set.
-    let batch = RingBuffer<Message>()
+    /// The queued messages (see `MessageInbox` for who may touch what). A property of the port
+    /// itself rather than of `state`, so that the send and delivery paths reach it without
+    /// retaining it.
+    let inbox: MessageInbox
     /// A receiver is set and messages are queued, or frames can be read into a queue with
-    /// room: the loop may service the port without asking the kernel.
+    /// room: the loop may service the port without asking the kernel. Written with the lock held;
+    /// while it is false and a receiver is set, the inbox is armed, so the next message tells the
+    /// loop.
     let deliverable = Atomic<Bool>(false)
     /// A connection may have frames waiting (reported readable, or parked): set when the loop
     /// sees a connection's readiness, cleared once none is pending. Written only by the loop
@@ -120,6 +155,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     let membership = LoopMembership()
     /// A proxy's counters, kept outside the lock its sends do not take; nil for a local port.
     let proxyCounters: ProxyCounters?
+    /// The inbox of every proxy: a proxy queues nothing (its messages go to a socket or a
+    /// conduit), so it never claims a slot and the ring is never made.
+    private static let proxyInbox = MessageInbox(limit: 1, batchLimit: 1)
 
     /// Creates a port whose queue holds up to `queueLimit` messages. Any thread; a few
     /// allocations and no descriptor (it throws nothing today: the signature leaves room for a
@@ -127,6 +165,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     public init(queueLimit: Int = 1024) throws(PortError) {
         precondition(queueLimit > 0, "MessagePort queueLimit must be at least 1 (got \(queueLimit))")
         self.queueLimit = queueLimit
+        inbox = MessageInbox(limit: queueLimit, batchLimit: ThreadRunLoop.source1BatchLimit)
         remote = nil
         conduit = nil
         proxyCounters = nil
@@ -140,6 +179,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// A proxy sending through `socket` or `conduit`.
     init(proxyFor socket: SeqPacketSocket?, conduit: (any PortConduit)?) {
         queueLimit = 1
+        inbox = Self.proxyInbox
         remote = socket
         self.conduit = conduit
         proxyCounters = ProxyCounters()
@@ -155,15 +195,17 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     // MARK: - Receiving side
 
-    /// The object that receives messages, held weakly; a handler set with `setHandler` takes
-    /// precedence. Setting one delivers the messages that waited for it. Any thread; a lock.
+    /// The object that receives messages, held weakly; a handler set with `setHandler` (or a
+    /// batch handler, `setBatchHandler`) takes precedence. Setting one delivers the messages that
+    /// waited for it. Any thread; a lock.
     public var delegate: (any Delegate)? {
         get { lock.withLock { state.delegate } }
         set { setReceiver { $0.delegate = newValue } }
     }
 
     /// Sets (or clears, with nil) a closure that receives messages on the receiving loop's
-    /// thread, as an alternative to a delegate. Any thread; a lock.
+    /// thread, one call per message, as an alternative to a delegate; a batch handler
+    /// (`setBatchHandler`) takes precedence. Any thread; a lock.
     public func setHandler(_ handler: (@Sendable (Message) -> Void)?) {
         setReceiver { $0.handler = handler }
     }
@@ -181,41 +223,74 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         if runNow { handler?(self) }
     }
 
-    /// Replaces the receiver: `change` sets a handler, a delegate or (for `messages()`) a new
-    /// consumer; a `messages()` sequence that was the receiver finishes. Messages and parked
-    /// frames that waited for a receiver make the loop come and deliver or read them.
+    /// Replaces the receiver: `change` sets a handler, a batch handler, a delegate or (for
+    /// `messages()`) a new consumer; a `messages()` sequence that was the receiver finishes.
+    /// Messages and parked frames that waited for a receiver make the loop come and deliver or
+    /// read them.
     func setReceiver(_ change: (State) -> Void) {
-        let (loop, finishedConsumer): (ThreadRunLoop?, UnsafeContinuation<Message?, Never>?) = lock.withLock {
+        let (settled, finishedConsumer): (Settled, UnsafeContinuation<Void, Never>?) = lock.withLock {
             let waiter = state.waitingConsumer
             state.consumer = nil
             state.waitingConsumer = nil
             change(state)
-            state.hasReceiver = state.handler != nil || state.delegate != nil
-            refreshDeliverableLocked()
-            let deliverNow = deliverable.load(ordering: .relaxed)
-            if deliverNow { state.loopNotified = true }
-            return (deliverNow ? state.receivingLoop : nil, waiter)
+            state.hasReceiver = state.handler != nil || state.batchHandler != nil || state.delegate != nil
+            return (settleLocked(), waiter)
         }
-        finishedConsumer?.resume(returning: nil)
-        loop?.portBecameReady(self)
+        finishedConsumer?.resume()
+        finish(settled)
     }
 
-    /// Recomputes `deliverable` from the state (lock held). A handler or delegate needs the loop
-    /// for queued messages and for frames; a `messages()` consumer takes queued messages itself
-    /// and needs the loop only to read frames.
-    func refreshDeliverableLocked() {
-        let framesWaiting = connectionsPending.load(ordering: .relaxed) && queue.count < queueLimit
-        let work = state.hasReceiver ? !queue.isEmpty || framesWaiting : state.consumer != nil && framesWaiting
-        deliverable.store(membership.isValid && work, ordering: .releasing)
+    /// Decides, with the lock held, whether the loop must come for the port, and sets
+    /// `deliverable`: a handler or delegate needs the loop for queued messages and for frames; a
+    /// `messages()` consumer takes queued messages itself and needs the loop only to read frames.
+    /// With nothing to deliver, the inbox is armed, so that the next message tells the loop (or
+    /// resumes the waiting consumer). While a batch is being delivered nothing is decided: the
+    /// batch's end settles the port.
+    func settleLocked() -> Settled {
+        var settled = Settled()
+        guard !state.delivering else { return settled }
+        guard membership.isValid else {
+            deliverable.store(false, ordering: .releasing)
+            state.loopNotified = false
+            return settled
+        }
+        let framesWaiting = connectionsPending.load(ordering: .relaxed) && inbox.count < queueLimit
+        let work: Bool
+        if state.hasReceiver {
+            work = !inbox.arm() || framesWaiting
+        } else {
+            if let waiter = state.waitingConsumer, !inbox.arm() {
+                state.waitingConsumer = nil
+                settled.consumer = waiter
+            }
+            work = state.consumer != nil && framesWaiting
+        }
+        deliverable.store(work, ordering: .releasing)
+        if !work {
+            state.loopNotified = false
+        } else if !state.loopNotified, let loop = state.receivingLoop {
+            state.loopNotified = true
+            settled.loop = loop
+        }
+        return settled
+    }
+
+    /// Acts, with the lock released, on what `settleLocked()` decided: resuming a task may
+    /// enqueue a job on a loop, and a loop's lock is taken before a port's, never after.
+    @inline(__always)
+    func finish(_ settled: Settled) {
+        settled.consumer?.resume()
+        settled.loop?.portBecameReady(self)
     }
 
     // MARK: - Sending side
 
     /// Queues a message; blocks only while the queue is full, until `deadline` (`.timedOut`).
-    /// Throws `.invalidPort` if the port is (or becomes, while blocked) invalid. Any thread; a
-    /// lock and, once per burst to a sleeping loop, one wake-up (a futex post or an eventfd write).
-    /// A message of one Data component allocates nothing of its own; several components are
-    /// copied into one array.
+    /// Throws `.invalidPort` if the port is (or becomes, while blocked) invalid. Any thread; while
+    /// the queue has room no lock, two atomic read-modify-writes (one claims a slot, one publishes
+    /// the message built in it) and, once per burst to a sleeping loop, a lock and one wake-up (a
+    /// futex post or an eventfd write). A message of one Data component allocates nothing of its
+    /// own; several components are copied into one array.
     @inlinable
     public func send(msgid: UInt32, components: [Message.Component] = [],
                      from replyPort: MessagePort? = nil,
@@ -253,25 +328,44 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(__always)
     private func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
                       deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+        if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         if isProxy {
             try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)
-        } else if lockIfRoom() {
-            appendLocked(msgid: msgid, payload: consume payload, replyPort: replyPort)
+        } else if membership.isValid, case .success(let position) = inbox.claim() {
+            // Built straight in its slot: a message is too large to stay in registers, and one built
+            // on the stack first was copied twice on its way and read back with wider loads than
+            // its fields were stored with, which stalls the store forwarding.
+            inbox.slot(at: position).initialize(to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
+            publish(position)
         } else {
             try enqueueWaiting(Message(msgid: msgid, payload: consume payload, replyPort: replyPort), deadline: deadline)
         }
     }
 
-    /// The fast path's test: true, with the lock held, when the port is valid and has room
-    /// (the message is then built straight into the queue, with no intermediate copy).
+    /// Publishes the message built at `position`. The receiver may have asked to be told (it
+    /// found the queue drained), and the port may have been invalidated since the sender looked
+    /// (the message must then be discarded and counted, not left behind): both are rare, and
+    /// taken care of with the lock.
     @inline(__always)
-    func lockIfRoom() -> Bool {
+    func publish(_ position: UInt64) {
+        if inbox.publish(position) || !membership.isValid { didPublish() }
+    }
+
+    /// The rare end of a send: tells the receiver, or discards what an invalidation left (a
+    /// sender that looked at validity before `invalidate()` and published after it; the publication
+    /// is sequentially consistent, so either this sender sees the port invalid or the invalidation
+    /// sees the message published).
+    @inline(never)
+    func didPublish() {
         lock.lock()
-        guard membership.isValid, queue.count < queueLimit else {
+        guard membership.isValid else {
+            if !state.delivering { state.statistics.discarded &+= UInt64(inbox.discardPublished()) }
             lock.unlock()
-            return false
+            return
         }
-        return true
+        let settled = settleLocked()
+        lock.unlock()
+        finish(settled)
     }
 
     /// The slow path: sleeps until there is room, the deadline passes or the port is invalidated.
@@ -286,65 +380,43 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                 lock.unlock()
                 throw .invalidPort
             }
-            if queue.count < queueLimit { break }
+            switch inbox.claim() {
+            case .success(let position):
+                // A sender that waited was woken alone (`give`): it wakes the next while room is left,
+                // so every blocked sender gets its turn. One that sees no room now is woken by the next take.
+                let passOn = waited && state.waitingSenders > 0 && inbox.count < queueLimit
+                inbox.slot(at: position).initialize(to: consume message)
+                if passOn { lock.signal() }
+                lock.unlock()
+                publish(position)
+                return
+            case .failure(.unallocated):
+                guard inbox.allocate() else {
+                    lock.unlock()
+                    throw .resourceExhausted(errno: ENOMEM)
+                }
+                continue
+            case .failure(.full):
+                break
+            }
             if !waited { state.statistics.sendersBlocked &+= 1 }
             waited = true
             state.waitingSenders += 1
             let inTime = lock.wait(until: deadline)
             state.waitingSenders -= 1
-            if !inTime && queue.count >= queueLimit && membership.isValid {
+            if !inTime {
+                // One last look: room made as the deadline passed still counts.
+                guard membership.isValid, case .success(let position) = inbox.claim() else {
+                    let valid = membership.isValid
+                    lock.unlock()
+                    throw valid ? .timedOut : .invalidPort
+                }
+                inbox.slot(at: position).initialize(to: consume message)
                 lock.unlock()
-                throw .timedOut
+                publish(position)
+                return
             }
         }
-        // A sender that waited was woken alone (`give`): it wakes the next while room is left, so
-        // every blocked sender gets its turn. One that sees no room now is woken by the next take.
-        let passOn = waited && state.waitingSenders > 0 && queue.count + 1 < queueLimit
-        appendLocked(consume message)
-        if passOn { lock.signal() }
-    }
-
-    /// Appends with the lock held, releases it, and tells the receiving loop if this starts a burst.
-    /// A `messages()` consumer waiting for a message (the queue is empty then) takes it directly.
-    @inline(__always)
-    func appendLocked(_ message: consuming Message) {
-        if let consumer = state.waitingConsumer {
-            handOffLocked(consume message, to: consumer)
-            return
-        }
-        queue.append(consume message)
-        didAppendLocked()
-    }
-
-    /// `appendLocked(_:)` for the fast path of `send`, which builds the message straight into
-    /// its slot. A message is too large to stay in registers: built on the stack first, it was
-    /// copied twice on its way to the slot, and read back with wider loads than its fields were
-    /// stored with, which stalls the store forwarding (measured: a third of `send`'s time).
-    @inline(__always)
-    func appendLocked(msgid: UInt32, payload: consuming Message.Payload, replyPort: MessagePort?) {
-        if let consumer = state.waitingConsumer {
-            handOffLocked(Message(msgid: msgid, payload: consume payload, replyPort: replyPort), to: consumer)
-            return
-        }
-        queue.append(Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
-        didAppendLocked()
-    }
-
-    /// After a message was queued (lock held): counts it, releases the lock, and tells the
-    /// receiving loop if this starts a burst.
-    @inline(__always)
-    func didAppendLocked() {
-        state.statistics.accepted(queued: queue.count)
-        var loop: ThreadRunLoop?
-        if state.hasReceiver {
-            deliverable.store(true, ordering: .releasing)
-            if !state.loopNotified {
-                state.loopNotified = true
-                loop = state.receivingLoop
-            }
-        }
-        lock.unlock()
-        loop?.portBecameReady(self)
     }
 
     // MARK: - State
@@ -360,13 +432,14 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         // The receiver is released after the lock: its captures' deinits may call into the port.
         var receiver: Receiver?
         let (handler, consumer, senders) = lock.withLock {
-            () -> ((@Sendable (MessagePort) -> Void)?, UnsafeContinuation<Message?, Never>?, [SuspendedSender]) in
+            () -> ((@Sendable (MessagePort) -> Void)?, UnsafeContinuation<Void, Never>?, [SuspendedSender]) in
             receiver = state.receiver
             state.handler = nil
+            state.batchHandler = nil
             state.delegate = nil
             state.hasReceiver = false
-            state.statistics.discarded &+= UInt64(queue.count)
-            queue.removeAll()
+            // A batch being delivered discards the rest itself when it ends.
+            if !state.delivering { state.statistics.discarded &+= UInt64(inbox.discardPublished()) }
             // The owner's receive ends are shut down rather than closed (another thread may
             // still use the descriptors, closed in deinit): every sender sees EPIPE at once.
             // A proxy's socket is NOT shut down: every holder of the send right, in any process,
@@ -385,7 +458,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
         // Continuations resume outside the lock: resuming may enqueue a job on a loop, whose
         // lock is taken before a port's, never after.
-        consumer?.resume(returning: nil)
+        consumer?.resume()
         for sender in senders { sender.continuation.resume(returning: .invalidated) }
         loop?.removeEverywhere(self)
         conduit?.proxyInvalidated()
@@ -397,8 +470,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// False once invalidated. Any thread; one atomic load.
     public var isValid: Bool { membership.isValid }
 
-    /// Messages queued and not yet taken for delivery. Any thread; a lock.
-    public var queuedCount: Int { lock.withLock { queue.count } }
+    /// Messages queued and not yet taken for delivery. Any thread; two atomic loads.
+    public var queuedCount: Int { inbox.count }
 
     /// Messages discarded because the port was invalidated while they were queued (or while a
     /// batch taken for delivery was still being delivered). Any thread; a lock.
@@ -411,7 +484,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
 
     /// The port's kind, state and queue, for logs. Any thread; a lock and the string.
     public var description: String {
-        let (queued, receiving) = lock.withLock { (queue.count, state.hasReceiver) }
+        let (queued, receiving) = lock.withLock { (inbox.count, state.hasReceiver) }
         if let remote {
             return "MessagePort(#\(token), proxy via \(remote.descriptor), \(isValid ? "valid" : "invalid"))"
         }
@@ -441,9 +514,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         return registrations
     }
 
-    func registration(of connection: PortConnections.Connection, in connections: PortConnections) -> Source1Registration {
+    func registration(of connection: PortConnection, in connections: PortConnections) -> Source1Registration {
         Source1Registration(token: connection.token, descriptor: connection.socket.descriptor,
-                            interest: [.readable], source: .portConnection(self, connections, connection.socket))
+                            interest: [.readable], source: .portConnection(self, connections, connection))
     }
     func attach(to loop: ThreadRunLoop) -> Bool {
         guard membership.attach(to: loop, kind: "MessagePort") else { return false }
@@ -469,87 +542,74 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     /// Whether a receiver is set and messages are queued. Lock-free: the loop checks it every pass.
     var hasDeliverableMessages: Bool { deliverable.load(ordering: .acquiring) }
 
-    /// Delivers up to `limit` messages, in order, on the calling (receiving loop's) thread.
-    /// Returns how many were delivered.
-    func deliver(upTo limit: Int) -> Int {
+    /// Delivers up to `limit` messages, in order, on the calling (receiving loop's) thread: one
+    /// callout of `loop` each. Returns how many were delivered.
+    func deliver(upTo limit: Int, on loop: ThreadRunLoop) -> Int {
         lock.lock()
-        guard membership.isValid, !queue.isEmpty, let receiver = state.receiver else {
-            // Nothing queued, or no receiver (a delegate may have gone away, or a `messages()`
-            // consumer takes them itself): park until a message or a receiver arrives.
-            state.hasReceiver = state.receiver != nil
-            if queue.isEmpty || state.consumer != nil { state.loopNotified = false }
-            refreshDeliverableLocked()
+        guard membership.isValid, let receiver = state.receiver else {
+            // No receiver (a delegate may have gone away, or a `messages()` consumer takes them
+            // itself): park until a message or a receiver arrives.
+            state.hasReceiver = false
+            let settled = settleLocked()
             lock.unlock()
+            finish(settled)
             return 0
         }
-        // One message at a time when only one is wanted or waiting (no batch bookkeeping, one
-        // lock round), and in a delivery nested in a handler's own nested run, since the outer
-        // delivery still owns the batch buffer. Messages left in that batch were taken before
-        // anything queued now, so they go first: each sender's order holds in nested runs too.
-        if state.delivering || limit == 1 || queue.count == 1 {
-            let message = (state.delivering ? batch.popFirst() : nil) ?? queue.popFirst()!
+        guard inbox.headIsPublished else {
+            // Nothing to deliver yet (the message at the head is still being built, or was taken
+            // by a pass nested in a handler): a batch handler is not called with an empty batch.
+            let settled = settleLocked()
+            lock.unlock()
+            finish(settled)
+            return 0
+        }
+        // One message at a time when only one is wanted or queued (no batch bookkeeping, one lock
+        // round), and in a delivery nested in a handler's own nested run: it continues the outer
+        // batch, whose messages were queued before anything queued now, so each sender's order
+        // holds in nested runs too.
+        if receiver.takesOneAtATime && (state.delivering || limit == 1 || !inbox.hasMoreThanHead) {
+            let message = inbox.takeOne()!
             state.statistics.delivered &+= 1
             let room = didTakeLocked()
+            let settled = settleLocked()
             lock.unlock()
             give(room)
-            receiver.deliver(message)
+            finish(settled)
+            receiver.deliver(message, from: self, on: loop)
             return 1
         }
+        // The batch: everything queued up to `limit`, taken by moving one position, and delivered
+        // from the inbox with the lock released.
+        let nested = state.delivering
         state.delivering = true
-        if queue.count <= limit {
-            queue.swapContents(with: batch)
-        } else {
-            for _ in 0..<limit { batch.append(queue.popFirst()!) }
-        }
+        var batch = Batch(of: self, end: inbox.take(upTo: limit))
         let room = didTakeLocked()
         lock.unlock()
         give(room)
 
-        var delivered = 0
-        // Validity is checked before a message is taken: one taken and then dropped for an
-        // invalidation would be neither delivered nor counted as discarded.
-        while membership.isValid, let message = batch.popFirst() {
-            receiver.deliver(message)
-            delivered += 1
-        }
-        lock.withLock {
-            state.statistics.delivered &+= UInt64(delivered)
-            state.statistics.discarded &+= UInt64(batch.count)
-            batch.removeAll()
-            state.delivering = false
-        }
-        return delivered
-    }
+        receiver.deliver(&batch, from: self, on: loop)
 
-    /// Gives `message` to the `messages()` consumer waiting on the empty queue (lock held;
-    /// released here). The message takes no slot, so senders waiting for one are woken as if it
-    /// had been taken.
-    @inline(never)
-    func handOffLocked(_ message: consuming Message, to consumer: UnsafeContinuation<Message?, Never>) {
-        state.waitingConsumer = nil
-        state.statistics.accepted(queued: 0)
-        state.statistics.delivered &+= 1
-        let room = didTakeLocked()
+        lock.lock()
+        state.statistics.delivered &+= UInt64(batch.taken)
+        state.delivering = nested
+        if !nested && !membership.isValid { state.statistics.discarded &+= UInt64(inbox.discardPublished()) }
+        let settled = settleLocked()
         lock.unlock()
-        consumer.resume(returning: message)
-        give(room)
+        finish(settled)
+        return batch.taken
     }
 
-    /// After messages were taken from the queue (lock held): re-arms the loop notice once the
-    /// queue is drained, and says who the room goes to, for `give(_:)` once the lock is released:
-    /// one sender blocked in `send` and, once the queue is down to half its limit, one suspended
-    /// async sender per free slot (so a full queue wakes its async senders in batches rather
-    /// than one task per message taken).
+    /// After messages were taken from the queue (lock held): says who the room goes to, for
+    /// `give(_:)` once the lock is released: one sender blocked in `send` and, once the queue is
+    /// down to half its limit, one suspended async sender per free slot (so a full queue wakes its
+    /// async senders in batches rather than one task per message taken).
     func didTakeLocked() -> Room {
-        if queue.isEmpty {
-            state.loopNotified = false
-            refreshDeliverableLocked()
-        }
         let wakeBlocked = state.waitingSenders > 0
-        guard !state.suspendedSenders.isEmpty, queue.count <= queueLimit / 2 else {
+        let queued = inbox.count
+        guard !state.suspendedSenders.isEmpty, queued <= queueLimit / 2 else {
             return Room(wakeBlocked: wakeBlocked, suspended: [])
         }
-        let woken = min(queueLimit - queue.count, state.suspendedSenders.count)
+        let woken = min(queueLimit - queued, state.suspendedSenders.count)
         defer { state.suspendedSenders.removeFirst(woken) }
         return Room(wakeBlocked: wakeBlocked, suspended: Array(state.suspendedSenders.prefix(woken)))
     }
@@ -577,4 +637,12 @@ struct Room {
     let wakeBlocked: Bool
     /// The suspended async senders given a slot each.
     let suspended: [SuspendedSender]
+}
+
+/// What a port's bookkeeping decided to do once its lock is released (`MessagePort.settleLocked()`).
+struct Settled {
+    /// The `messages()` consumer to resume: a message is there for it.
+    var consumer: UnsafeContinuation<Void, Never>?
+    /// The loop to tell that the port has messages for it.
+    var loop: ThreadRunLoop?
 }

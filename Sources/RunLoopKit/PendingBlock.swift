@@ -1,5 +1,5 @@
 /// Work queued on a loop by `perform(inModes:)` or by its `LoopExecutor`: both run in one FIFO,
-/// so a job and a block queued after it keep their order (DESIGN §3.21).
+/// so a job and a block queued after it keep their order (Guarantees §3.21).
 struct PendingBlock {
     /// The modes a block may run in. The usual cases are kept as plain values so that matching
     /// a block against the running mode needs no array walk.

@@ -37,6 +37,22 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// port on another host takes Data components and reply ports only, and a remote proxy
     /// cannot be handed to another process as a send right.
     case notTransferable
+    /// `PinnedProcess(pid:)`: no process has this pid (it has exited and been reaped, or never
+    /// existed), or it cannot be pinned (a thread that is not a process, a kernel before 5.3);
+    /// `PinnedProcess.sendSignal`: the process has been reaped.
+    case processNotFound(Int32)
+    /// The destination does not take port components (`acceptsPortComponents == false`): an
+    /// in-process `send` with a port component, or a frame with descriptors that the owner's
+    /// kernel refused (Linux 6.16+) or the owner dropped (reported through its transport error
+    /// handler). Nothing of the message was delivered.
+    case portsRefused
+    /// `connect(to:)`: this process's user holds as many open connections to the name as its
+    /// owner allows one user (`NameLimits.connectionsPerUser`); closing one admits the next.
+    case tooManyConnections
+    /// A frame or handshake whose credentials claim to come from this process arrived over a
+    /// connection another process made: only a process with CAP_SYS_ADMIN can send that. The
+    /// owner refused it and dropped the connection (reported through its transport error handler).
+    case forgedCredentials
 
     /// What went wrong, in words, for logs. Any thread; allocates the string.
     public var description: String {
@@ -55,6 +71,10 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .replyTimedOut: "no reply arrived within the request's timeout"
         case .handshakeFailed(let reason): "named-port handshake failed: \(reason.rawValue)"
         case .notTransferable: "a port in this message cannot travel over the destination's transport"
+        case .processNotFound(let pid): "no process \(pid) to pin (it has exited and been reaped, or never existed)"
+        case .portsRefused: "the destination port does not take port components (descriptors)"
+        case .tooManyConnections: "this user holds as many connections to the name as its owner allows one user"
+        case .forgedCredentials: "a peer claimed to be this process over a connection another process made (forged with CAP_SYS_ADMIN)"
         }
     }
 }

@@ -42,7 +42,7 @@ extension RunLoopItem {
 /// What a descriptor in a mode's epoll set stands for.
 enum Source1: Sendable {
     /// One receive end of a local port's send rights: frames from another process are waiting.
-    case portConnection(MessagePort, PortConnections, SeqPacketSocket)
+    case portConnection(MessagePort, PortConnections, PortConnection)
     /// A proxy's socket: watched for the owner hanging up.
     case proxy(MessagePort)
     /// One descriptor watched by the mode's fd sources, in the order they are serviced.

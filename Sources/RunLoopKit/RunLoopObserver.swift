@@ -26,6 +26,14 @@ public final class RunLoopObserver: Sendable, SingleLoopItem, CustomStringConver
     /// False once invalidated. Any thread; one atomic load.
     public var isValid: Bool { membership.isValid }
 
+    /// A name for the observer's callouts in loop-health reports (`ThreadRunLoop.Callout.label`),
+    /// e.g. "frame metrics". Read only when a callout is reported, so it costs the loop nothing otherwise.
+    /// Any thread; a lock.
+    public var label: String? {
+        get { membership.label }
+        set { membership.label = newValue }
+    }
+
     /// The activities, order and validity, for logs. Any thread; allocates the string.
     public var description: String {
         "RunLoopObserver(activities: \(activities), order: \(order), repeats: \(repeats), valid: \(isValid))"

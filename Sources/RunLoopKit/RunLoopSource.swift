@@ -13,8 +13,13 @@ public final class RunLoopSource: Sendable, RunLoopItem, CustomStringConvertible
     private let performCallout_: @Sendable () -> Void
     private let signalled = Atomic<Bool>(false)
     private let valid = Atomic<Bool>(true)
-    /// The loops the source is in, for `invalidate()`.
-    private let loops = Locked<[ThreadRunLoop]>([])
+    /// The loops the source is in (for `invalidate()`) and its label.
+    private let attachment = Locked(Attachment())
+
+    private struct Attachment {
+        var loops: [ThreadRunLoop] = []
+        var label: String?
+    }
 
     /// Creates a source. `schedule` runs on the thread that adds the source to a loop mode,
     /// once per mode; `cancel` on the thread that removes it or invalidates it; `perform` on
@@ -42,11 +47,19 @@ public final class RunLoopSource: Sendable, RunLoopItem, CustomStringConvertible
     /// calling thread); it can never be scheduled again. Idempotent. Any thread.
     public func invalidate() {
         guard valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        for loop in loops.withLock({ $0 }) { loop.removeEverywhere(self) }
+        for loop in attachment.withLock({ $0.loops }) { loop.removeEverywhere(self) }
     }
 
     /// False once `invalidate()` was called. Any thread; one atomic load.
     public var isValid: Bool { valid.load(ordering: .acquiring) }
+
+    /// A name for the source's callouts in loop-health reports (`ThreadRunLoop.Callout.label`),
+    /// e.g. "config reload". Read only when a callout is reported, so it costs the loop nothing
+    /// otherwise. Any thread; a lock.
+    public var label: String? {
+        get { attachment.withLock { $0.label } }
+        set { attachment.withLock { $0.label = newValue } }
+    }
 
     /// The order, signal and validity, for logs. Any thread; allocates the string.
     public var description: String {
@@ -66,15 +79,15 @@ public final class RunLoopSource: Sendable, RunLoopItem, CustomStringConvertible
     func performCallout() { performCallout_() }
 
     func attach(to loop: ThreadRunLoop) -> Bool {
-        loops.withLock { loops in
+        attachment.withLock { attachment in
             guard isValid else { return false }
-            if !loops.contains(where: { $0 === loop }) { loops.append(loop) }
+            if !attachment.loops.contains(where: { $0 === loop }) { attachment.loops.append(loop) }
             return true
         }
     }
 
     func detach(from loop: ThreadRunLoop) {
-        loops.withLock { $0.removeAll { $0 === loop } }
+        attachment.withLock { $0.loops.removeAll { $0 === loop } }
     }
 
     func didSchedule(in loop: ThreadRunLoop, mode: ThreadRunLoop.Mode) { scheduleCallout?(loop, mode) }

@@ -73,6 +73,14 @@ public final class RunLoopTimer: Sendable, SingleLoopItem, CustomStringConvertib
     /// False once invalidated (or, for a one-shot timer, once it has fired). Any thread.
     public var isValid: Bool { membership.isValid }
 
+    /// A name for the timer's callouts in loop-health reports (`ThreadRunLoop.Callout.label`),
+    /// e.g. "status". Read only when a callout is reported, so it costs the loop nothing otherwise.
+    /// Any thread; a lock.
+    public var label: String? {
+        get { membership.label }
+        set { membership.label = newValue }
+    }
+
     /// The fire date, interval, tolerance and validity, for logs. Any thread; a lock and the string.
     public var description: String {
         let (date, tolerance) = state.withLock { ($0.fireInstant, $0.tolerance) }

@@ -68,7 +68,7 @@ public final class SignalSource: Sendable {
         // and this source weakly (a source nobody references stops delivering).
         let box = WeakSignalSource()
         fileDescriptorSource = FileDescriptorSource(
-            fileDescriptor: signalFD.descriptor.rawValue, events: .readable
+            fileDescriptor: signalFD.descriptor.rawValue, events: .readable, itemName: "SignalSource", calloutKind: .signal
         ) { _, _ in
             guard let source = box.source else {
                 descriptor.signalFD.drain { _ in }   // keep a level-triggered fd from spinning
@@ -126,6 +126,13 @@ public final class SignalSource: Sendable {
 
     /// False once `invalidate()` was called. Any thread; one atomic load.
     public var isValid: Bool { fileDescriptorSource.isValid }
+
+    /// A name for the source's callouts in loop-health reports (`ThreadRunLoop.Callout.label`),
+    /// e.g. "shutdown signals". Any thread; a lock.
+    public var label: String? {
+        get { fileDescriptorSource.label }
+        set { fileDescriptorSource.label = newValue }
+    }
 
     private static func validate(_ signals: [Int32]) throws(Failure) {
         if let bad = signals.first(where: { !SignalFD.isCatchable($0) }) {

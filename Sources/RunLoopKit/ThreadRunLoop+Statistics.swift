@@ -5,7 +5,7 @@ extension ThreadRunLoop {
     /// is their only writer, so each count is a plain load and store (no atomic read-modify-write),
     /// readable from any thread.
     public struct Statistics: Sendable, Hashable, CustomStringConvertible {
-        /// Passes run, in every mode and nested invocation (DESIGN §3.2's iteration).
+        /// Passes run, in every mode and nested invocation (the iteration of Guarantees §3.2).
         public var passes: UInt64 = 0
         /// Times the loop came back from sleeping in the kernel (for a Source1, a wake-up, a
         /// timer or a deadline).
@@ -15,17 +15,21 @@ extension ThreadRunLoop {
         public var handledSources: UInt64 = 0
         /// Timer callouts.
         public var timerFires: UInt64 = 0
+        /// Callouts the loop timed for a slow-callout handler or a `HangWatch` (two clock reads
+        /// each); zero while neither is set.
+        public var timedCallouts: UInt64 = 0
 
         /// Creates zeroed statistics. Any thread; free.
         public init() {}
 
         /// One line with every counter. Any thread.
         public var description: String {
-            "passes \(passes), wake-ups \(wakeUps), handled sources \(handledSources), timer fires \(timerFires)"
+            "passes \(passes), wake-ups \(wakeUps), handled sources \(handledSources), timer fires \(timerFires), "
+                + "timed callouts \(timedCallouts)"
         }
     }
 
-    /// The loop's counters. Any thread; four relaxed atomic loads (not one snapshot: a counter
+    /// The loop's counters. Any thread; five relaxed atomic loads (not one snapshot: a counter
     /// read while the loop runs may be a pass ahead of another).
     public var statistics: Statistics {
         var statistics = Statistics()
@@ -33,6 +37,7 @@ extension ThreadRunLoop {
         statistics.wakeUps = counters.wakeUps.load(ordering: .relaxed)
         statistics.handledSources = counters.handledSources.load(ordering: .relaxed)
         statistics.timerFires = counters.timerFires.load(ordering: .relaxed)
+        statistics.timedCallouts = counters.timedCallouts.load(ordering: .relaxed)
         return statistics
     }
 }
@@ -43,6 +48,7 @@ final class LoopCounters: Sendable {
     let wakeUps = Atomic<UInt64>(0)
     let handledSources = Atomic<UInt64>(0)
     let timerFires = Atomic<UInt64>(0)
+    let timedCallouts = Atomic<UInt64>(0)
 
     /// Adds `count` to `counter`. Loop thread only: a single writer needs no read-modify-write.
     @inline(__always)

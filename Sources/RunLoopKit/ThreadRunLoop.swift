@@ -10,7 +10,7 @@ import Glibc
 ///
 /// Items may be added and removed, and `stop`, `wakeUp` and `perform` called, from any
 /// thread; every callback runs on the loop's thread. The `run` methods may only be called on
-/// the loop's own thread. See DESIGN.md §3 for the exact iteration.
+/// the loop's own thread. The Guarantees article gives the exact iteration.
 public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// epoll token of the loop's wake-up doorbell in every mode's epoll set.
     static let wakeToken: UInt64 = 0
@@ -52,7 +52,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// same mode again needs no dictionary lookup. Loop thread only.
     private let lastModeState = LoopThreadOnly<ModeState?>(nil)
     /// Set on a `ResidentThread`'s own thread: its keep-alive is a source of the default mode
-    /// for every invocation there, nested ones too (DESIGN §3.19). Loop thread only.
+    /// for every invocation there, nested ones too (Guarantees §3.19). Loop thread only.
     let residentKeepAlive = LoopThreadOnly(false)
     /// Set when the resident thread is told to stop: every invocation its keep-alive holds
     /// returns, nested ones and the outermost alike (a stop taken by a nested run must not leave
@@ -67,11 +67,16 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private let drainingMainQueue = LoopThreadOnly(false)
     private let executorSlot = InitializedOnce<LoopExecutor>()
     let counters = LoopCounters()
+    /// What the callout hook and the pass boundaries do besides running the loop (`HealthFlags`):
+    /// zero, and nothing, unless a slow-callout handler or a `HangWatch` is set. Inline in the
+    /// loop so that the hook's test is one load.
+    let healthFlags = Atomic<UInt8>(0)
+    let health = LoopHealth()
     /// Bumped whenever a timer of this loop changes its fire date or tolerance, or starts or
     /// ends firing, so that a pass recomputes its mode's `TimerSchedule` only after a change.
     private let timerEpoch = Atomic<UInt64>(0)
     /// Set by every invocation that found its mode alive, so that `run(mode:before:)` tells a
-    /// mode empty at the call (false) from one its run emptied (true, DESIGN §3.4); nested
+    /// mode empty at the call (false) from one its run emptied (true, Guarantees §3.4); nested
     /// invocations only ever set it. Loop thread only.
     private let invocationStarted = LoopThreadOnly<Bool>(false)
 
@@ -261,6 +266,10 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         guard let (modeState, servesMainQueue) = entered else { return .finished }
         lastModeState.value = modeState
         invocationStarted.value = true
+        let outerMode = health.mode
+        health.mode = Unmanaged.passUnretained(modeState)
+        health.invocationDepth += 1
+        if health.invocationDepth == 1 { healthWoke() } else { healthBoundary() }
         if servesMainQueue { watchMainQueue(in: modeState) }
         let invocation = Invocation(deadline: deadline.map(LoopInstant.init),
                                     returnAfterSourceHandled: returnAfterSourceHandled,
@@ -272,6 +281,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             state.withLock { _ = $0.modeStack.popLast() }
             scratchPool.value.append(scratch)
             modeState.dropSnapshot()
+            health.invocationDepth -= 1
+            health.mode = outerMode
+            if health.invocationDepth == 0 { healthIdle() } else { healthBoundary() }
         }
 
         notify(.entry, observers(of: modeState))
@@ -286,12 +298,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         return result!
     }
 
-    /// One pass of the loop, in the order of DESIGN §3.2 (__CFRunLoopRun's body). Returns the
+    /// One pass of the loop, in the order of Guarantees §3.2 (__CFRunLoopRun's body). Returns the
     /// invocation's result once an exit condition holds, nil to go round again.
     private func runPass(_ modeState: ModeState, _ scratch: PassScratch, _ invocation: Invocation,
                          firstPass: Bool) -> RunResult? {
         let returnAfterSourceHandled = invocation.returnAfterSourceHandled
         LoopCounters.add(1, to: counters.passes)
+        healthBoundary()
         // Anything asked of the loop before this point is seen by this pass. (Cleared only when
         // set: the usual pass, woken by a port, skips the locked exchange.)
         if wakePending.load(ordering: .relaxed) {
@@ -377,7 +390,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     private func notify(_ activity: Activity, _ observers: [RunLoopObserver]) {
         guard !observers.isEmpty else { return }
         for observer in observers where observer.activities.contains(activity) {
-            observer.fire(self, activity)
+            callout(.observer, observer) { observer.fire(self, activity) }
         }
     }
 
@@ -403,9 +416,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         LoopCounters.add(scratch.blocks.count, to: counters.handledSources)
         while let pending = scratch.blocks.popFirst() {
             switch pending.work {
-            case .block(let block): block()
-            case .job(let job): executor.run(job)
-            case .taskJob(let job): executor.runTaskJob(job)
+            case .block(let block): callout(.block, nil) { block() }
+            case .job(let job): callout(.job, nil) { executor.run(job) }
+            case .taskJob(let job): callout(.job, nil) { executor.runTaskJob(job) }
             }
         }
         return true
@@ -416,7 +429,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         var performed = false
         for source in sources where source.isSignalled {
             guard source.takeSignal(), source.isValid else { continue }
-            source.performCallout()
+            callout(.source, source) { source.performCallout() }
             LoopCounters.add(1, to: counters.handledSources)
             performed = true
             if stopAfterFirst { break }
@@ -436,7 +449,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             // Bumped on both sides of the callout: a run nested in the handler must leave the
             // firing timer out, and the next pass must see its new fire date.
             timerEpoch.add(1, ordering: .releasing)
-            if timer.fire(now: now) { fired += 1 }
+            if callout(.timer, timer, { timer.fire(now: now) }) { fired += 1 }
             timerEpoch.add(1, ordering: .releasing)
         }
         LoopCounters.add(fired, to: counters.timerFires)
@@ -475,17 +488,20 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         while remaining > 0, let event = ready.popFirst() {
             switch event {
             case .port(let port):
-                remaining -= port.service(upTo: remaining)
-                if port.hasDeliverableMessages { readyPorts.keep(port) }
+                // Kept before it is serviced, so that a run nested in its handler finds it and
+                // continues the batch being delivered; the next pass drops it if it has nothing left.
+                // One callout per message (or per batch, for a batch handler), inside.
+                readyPorts.keep(port)
+                remaining -= port.service(upTo: remaining, on: self)
             case .proxyHungUp(let port):
                 // The owner of the port died or invalidated it: the dead-name notification.
-                port.invalidate()
+                callout(.port, port) { port.invalidate() }
                 remaining -= 1
             case .fileDescriptor(let source, let events):
-                if source.handle(events) { remaining -= 1 }
+                if callout(source.calloutKind, source, { source.handle(events) }) { remaining -= 1 }
             case .mainQueue:
                 drainingMainQueue.value = true
-                MainDispatchQueue.drain()
+                callout(.mainQueue, nil) { MainDispatchQueue.drain() }
                 drainingMainQueue.value = false
                 remaining -= 1
             }
@@ -524,7 +540,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
         let inEpoll = items.hasKernelOnlySources1 || invocation.servesMainQueue
         sleeping.store(inEpoll ? Sleep.epoll : Sleep.futex, ordering: .sequentiallyConsistent)
-        defer { sleeping.store(Sleep.awake, ordering: .releasing) }
+        healthIdle()
+        defer {
+            sleeping.store(Sleep.awake, ordering: .releasing)
+            healthWoke()
+        }
         while true {
             if !inEpoll { futex.reset() }
             // Work asked for since the pass looked did not ring (the loop was not asleep yet).

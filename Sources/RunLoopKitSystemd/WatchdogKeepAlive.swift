@@ -14,6 +14,21 @@ import RunLoopKit
 /// let watchdog = WatchdogKeepAlive()
 /// watchdog.add(to: .main)          // common modes: pings continue in any common mode
 /// ```
+///
+/// **The watchdog of every loop.** A daemon's other loops — resident worker threads — can be
+/// wedged while the main loop turns. Give the keep-alive those loops too, and each ping is sent
+/// only when every one of them has completed a pass, or is asleep in its wait, since the last
+/// ping: one stuck loop stops the pings, and systemd restarts the service after its timeout.
+///
+/// ```swift
+/// let watchdog = WatchdogKeepAlive(watching: [.main, worker.runLoop]) { stuck in
+///     log("no WATCHDOG=1: \(stuck.map(\.threadName)) made no progress")
+/// }
+/// watchdog.add(to: .main)
+/// ```
+///
+/// Watching costs the loops nothing: each ping reads every watched loop's pass count and
+/// `isWaiting` (a few atomic loads), on the keep-alive's loop.
 public final class WatchdogKeepAlive: Sendable {
     /// The watchdog timeout systemd expects pings within, or nil when the watchdog is off
     /// (including when there is no `NOTIFY_SOCKET`: pings would go nowhere).
@@ -26,14 +41,31 @@ public final class WatchdogKeepAlive: Sendable {
     /// True when the watchdog is on and this keep-alive pings. Any thread; free.
     public var isEnabled: Bool { timer != nil }
 
+    /// The loops whose progress each ping needs (empty: every tick of the timer pings). Any
+    /// thread; free.
+    public var watchedLoops: [ThreadRunLoop] { progress.loops }
+
     private let timer: RunLoopTimer?
     private let notifier: SystemdNotifier
+    private let progress: LoopProgress
 
     /// Reads the watchdog settings from the environment (without unsetting them) and, when
     /// the watchdog is on, creates the ping timer (not yet scheduled). Any thread; costs a
     /// few `getenv` calls and one allocation.
-    public init(notifier: SystemdNotifier = SystemdNotifier()) {
+    public convenience init(notifier: SystemdNotifier = SystemdNotifier()) {
+        self.init(notifier: notifier, watching: [])
+    }
+
+    /// A keep-alive whose pings also need every loop of `loops` to make progress: each ping is
+    /// sent only when each of them has completed a pass or is asleep in its wait since the last
+    /// one (the keep-alive's own loop always has, since its timer fired). When a loop has not,
+    /// the ping is withheld and `withheld`, if given, is called on the keep-alive's loop with the
+    /// loops that made no progress. Any thread; as `init(notifier:)`.
+    public init(notifier: SystemdNotifier = SystemdNotifier(), watching loops: [ThreadRunLoop],
+                withheld: (@Sendable ([ThreadRunLoop]) -> Void)? = nil) {
         self.notifier = notifier
+        let progress = LoopProgress(loops)
+        self.progress = progress
         timeout = notifier.isEnabled ? Self.configuredTimeout() : nil
         guard let period = timeout.map({ $0 / 2 }) else {
             timer = nil
@@ -42,8 +74,14 @@ public final class WatchdogKeepAlive: Sendable {
         // A little tolerance lets the loop fold the ping into another wake-up; the deadline
         // stays well inside the timeout (at most 55% of it).
         timer = RunLoopTimer(fireAt: .now + period, interval: period, tolerance: period / 10) { _ in
-            notifier.watchdog()
+            let stuck = progress.stuckSinceLastCheck()
+            if stuck.isEmpty {
+                notifier.watchdog()
+            } else {
+                withheld?(stuck)
+            }
         }
+        timer?.label = "systemd watchdog"
     }
 
     /// The timeout `sd_watchdog_enabled(0, …)` reports for this process, or nil when the
@@ -56,9 +94,10 @@ public final class WatchdogKeepAlive: Sendable {
 
     /// Schedules the pings on `loop` in `mode` (default: every common mode). Any thread;
     /// a no-op when the watchdog is off. Sends one `WATCHDOG=1` right away, so a loop that
-    /// starts late still pings in time.
+    /// starts late still pings in time; the watched loops' progress counts from then.
     public func add(to loop: ThreadRunLoop, forMode mode: ThreadRunLoop.Mode = .common) {
         guard let timer, let interval else { return }
+        _ = progress.stuckSinceLastCheck()
         notifier.watchdog()
         timer.fireDate = .now + interval
         loop.add(timer, forMode: mode)
@@ -75,5 +114,28 @@ public final class WatchdogKeepAlive: Sendable {
 
     deinit {
         timer?.invalidate()
+    }
+}
+
+/// The watched loops' pass counts at the last ping.
+private final class LoopProgress: Sendable {
+    let loops: [ThreadRunLoop]
+    private let passesAtLastPing: Locked<[UInt64]>
+
+    init(_ loops: [ThreadRunLoop]) {
+        self.loops = loops
+        passesAtLastPing = Locked(loops.map { $0.statistics.passes })
+    }
+
+    /// The loops that neither began a pass (so completed the one before) nor are asleep in
+    /// their wait since the last check that found none; when none is stuck, this check becomes
+    /// the last one.
+    func stuckSinceLastCheck() -> [ThreadRunLoop] {
+        passesAtLastPing.withLock { last in
+            let passes = loops.map { $0.statistics.passes }
+            let stuck = loops.indices.filter { passes[$0] == last[$0] && !loops[$0].isWaiting }.map { loops[$0] }
+            if stuck.isEmpty { last = passes }
+            return stuck
+        }
     }
 }

@@ -1,4 +1,4 @@
-// LoopHost: a program whose main thread runs `ThreadRunLoop.main`, for the tests of DESIGN §3.20
+// LoopHost: a program whose main thread runs `ThreadRunLoop.main`, for the tests of Guarantees §3.20
 // (the main loop serves the main dispatch queue, and with it `@MainActor`). The test runner owns
 // its own process's main thread, so these scenarios run here, one per invocation:
 //

@@ -1,4 +1,4 @@
-// PortPeer's named-port modes (DESIGN §3.25–28), public API only:
+// PortPeer's named-port modes (Guarantees §3.25–28), public API only:
 //
 //   as <uid> <gid> <mode> <args…>   drops to uid/gid (setgroups, setgid, setuid), then runs <mode>.
 //   serve-name <name> <access> <behaviour>
@@ -20,6 +20,8 @@
 //   send-right <fd>                 sends msgid 2 "third <pid>" through an inherited send right,
 //                                   then waits (10 s) for the owner to drop the connection and
 //                                   prints "dropped" if it did.
+//   send-count <fd> <count>         sends msgid 0 … count-1 ("n <pid>") through an inherited send
+//                                   right, prints "sent <count>" and exits at once.
 
 #if canImport(Glibc)
 import Glibc
@@ -179,6 +181,20 @@ func sendThroughRight() -> Never {
     exit(0)
 }
 
+func sendCount() -> Never {
+    let server = proxy(Int32(argument(2)) ?? -1)
+    guard let count = UInt32(argument(3)) else { fail("send-count <fd> <count>") }
+    for msgid in 0..<count {
+        do {
+            try server.send(msgid: msgid, components: [.data(Data("n \(getpid())".utf8))], timeout: .seconds(10))
+        } catch {
+            fail("send \(msgid) threw \(error)")
+        }
+    }
+    say("sent \(count)")
+    exit(0)
+}
+
 func execProgram() -> Never {
     let arguments = Array(modeArguments.dropFirst(2))
     let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
@@ -201,6 +217,8 @@ func runMode() -> Never {
     case "publish-name": publishName()
     case "relay-name": relayName()
     case "send-right": sendThroughRight()
+    case "send-count": sendCount()
+    case "refuse-ports": refusePorts()
     case "exec": execProgram()
     case "rlimit": resourceLimits()
     case "rlimit-thread": residentThreadWithoutDescriptors()

@@ -21,9 +21,17 @@
  *       Connects to the named port <name> as Protocols/named-ports.md section 4.1 says (own
  *       scope, then the system's; the listener's uid checked), then does what `request` does
  *       over the connection.
- *   PortPeerC lie <name>
- *       Connects and sends HELLO with SCM_CREDENTIALS claiming pid 1; prints whether the kernel
- *       refused it and what the owner answered.
+ *   PortPeerC lie <name> [<pid>]
+ *       Connects and sends HELLO with SCM_CREDENTIALS claiming pid <pid> (default 1); prints
+ *       whether the kernel refused it and what the owner answered.
+ *   PortPeerC forge <name> <pid>
+ *       Connects (section 4.1), then sends one valid frame (msgid 9, DATA "forged") with
+ *       SCM_CREDENTIALS claiming pid <pid>; prints "welcome", whether the kernel took the frame,
+ *       and whether the owner then dropped the connection ("dropped").
+ *   PortPeerC spawn-with-pid <pid> <path> [<args>...]
+ *       Not a protocol peer: a test helper that needs C. Starts <path> as a child whose pid is
+ *       <pid> (clone3 with set_tid: root only, and only while no process has that pid), prints
+ *       "spawned <pid>" or "spawn failed: <errno name>", and waits for the child to exit.
  *   PortPeerC named-vectors <directory>
  *       Checks the address and handshake vectors of named-ports.md section 8.
  *
@@ -34,8 +42,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
 #include <stddef.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -739,6 +751,7 @@ static int mode_vectors(const char *directory) {
 #define RLKN_WELCOME 2u
 #define RLKN_DENIED 3u
 #define RLKN_UNKNOWN_NAME 4u
+#define RLKN_TOO_MANY_CONNECTIONS 5u
 
 static int is_name(const uint8_t *name, size_t n) {
     if (n < 1 || n > RLKN_MAX_NAME) return 0;
@@ -772,7 +785,7 @@ static const char *handshake_decode(const uint8_t *r, size_t n, int owner_side, 
     if (n < RLKN_HEADER) return "truncated";
     if (memcmp(r, "RLKN", 4) != 0) return "badMagic";
     if (r[4] != 1) return "unsupportedVersion";
-    if (owner_side ? r[5] != RLKN_HELLO : (r[5] < RLKN_WELCOME || r[5] > RLKN_UNKNOWN_NAME)) return "unexpectedKind";
+    if (owner_side ? r[5] != RLKN_HELLO : (r[5] < RLKN_WELCOME || r[5] > RLKN_TOO_MANY_CONNECTIONS)) return "unexpectedKind";
     if (r[7] != 0) return "reservedBytes";
     if (n != RLKN_HEADER + r[6]) return "lengthMismatch";
     if (r[5] == RLKN_HELLO ? !is_name(r + RLKN_HEADER, r[6]) : r[6] != 0) return "invalidName";
@@ -869,29 +882,25 @@ static int mode_connect(const char *name, const char *expected) {
             printf("denied\n");
             return 1;
         }
+        if (kind == RLKN_TOO_MANY_CONNECTIONS) {
+            printf("too-many-connections\n");
+            return 1;
+        }
         if (kind < 0) return 1;
     }
     printf("nameNotFound\n");
     return 1;
 }
 
-/* lie <name>: connects and sends HELLO with SCM_CREDENTIALS claiming pid 1 (section 5.2: the
- * kernel refuses that to an unprivileged process). Prints what the kernel and the owner said. */
-static int mode_lie(const char *name) {
-    int fd = named_connect_scope(name, (uint32_t)geteuid());
-    if (fd < 0) fd = named_connect_scope(name, 0);
-    if (fd < 0) {
-        printf("nameNotFound\n");
-        return 1;
-    }
-    uint8_t hello[RLKN_HEADER + RLKN_MAX_NAME];
-    size_t size = handshake_encode(RLKN_HELLO, name, hello);
+/* sendmsg(2) of one record with SCM_CREDENTIALS claiming `pid` (and this process's own uid and
+ * gid): the kernel refuses (EPERM) a pid other than the caller's without CAP_SYS_ADMIN. */
+static ssize_t send_claiming(int fd, const void *bytes, size_t size, pid_t pid) {
     union {
         struct cmsghdr header;
         char bytes[CMSG_SPACE(sizeof(struct ucred))];
     } control;
     memset(&control, 0, sizeof control);
-    struct iovec iov = {.iov_base = hello, .iov_len = size};
+    struct iovec iov = {.iov_base = (void *)bytes, .iov_len = size};
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
     msg.msg_iov = &iov;
@@ -902,9 +911,28 @@ static int mode_lie(const char *name) {
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_CREDENTIALS;
     cmsg->cmsg_len = CMSG_LEN(sizeof(struct ucred));
-    struct ucred lie = {.pid = 1, .uid = geteuid(), .gid = getegid()};
-    memcpy(CMSG_DATA(cmsg), &lie, sizeof lie);
-    if (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) {
+    struct ucred claim = {.pid = pid, .uid = geteuid(), .gid = getegid()};
+    memcpy(CMSG_DATA(cmsg), &claim, sizeof claim);
+    return sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
+/* Connects to `name` in this process's scope, else the system's; -1 (after printing
+ * "nameNotFound") when neither has it. */
+static int named_connect_any(const char *name) {
+    int fd = named_connect_scope(name, (uint32_t)geteuid());
+    if (fd < 0) fd = named_connect_scope(name, 0);
+    if (fd < 0) printf("nameNotFound\n");
+    return fd;
+}
+
+/* lie <name> [<pid>]: connects and sends HELLO with SCM_CREDENTIALS claiming `pid` (section 5.2:
+ * the kernel refuses that to an unprivileged process). Prints what the kernel and the owner said. */
+static int mode_lie(const char *name, pid_t pid) {
+    int fd = named_connect_any(name);
+    if (fd < 0) return 1;
+    uint8_t hello[RLKN_HEADER + RLKN_MAX_NAME];
+    size_t size = handshake_encode(RLKN_HELLO, name, hello);
+    if (send_claiming(fd, hello, size, pid) < 0) {
         printf("lie refused: %s\n", errno == EPERM ? "EPERM" : strerror(errno));
     } else {
         printf("lie sent\n");
@@ -913,6 +941,67 @@ static int mode_lie(const char *name) {
     int kind = read_answer(fd);
     printf("answer: %s\n", kind == RLKN_WELCOME ? "welcome" : kind == RLKN_DENIED ? "denied" : kind == 0 ? "closed" : "error");
     close(fd);
+    return 0;
+}
+
+/* forge <name> <pid>: a client that completes the handshake honestly, then sends a valid frame
+ * whose SCM_CREDENTIALS claim `pid` (as root: the owner's own pid, which only CAP_SYS_ADMIN can
+ * claim). Prints what the kernel and the owner did. */
+static int mode_forge(const char *name, pid_t pid) {
+    int fd = named_connect_any(name);
+    if (fd < 0) return 1;
+    uint8_t hello[RLKN_HEADER + RLKN_MAX_NAME];
+    size_t size = handshake_encode(RLKN_HELLO, name, hello);
+    if (send(fd, hello, size, MSG_NOSIGNAL) != (ssize_t)size || read_answer(fd) != RLKN_WELCOME) {
+        printf("not welcomed\n");
+        close(fd);
+        return 1;
+    }
+    printf("welcome\n");
+    struct rlk_message message;
+    memset(&message, 0, sizeof message);
+    message.msgid = 9;
+    message.count = 1;
+    message.components[0].kind = RLK_KIND_DATA;
+    message.components[0].bytes = (const uint8_t *)"forged";
+    message.components[0].length = 6;
+    static uint8_t frame[RLK_MAX_FRAME];
+    size_t frame_size = rlk_encode(&message, frame);
+    if (send_claiming(fd, frame, frame_size, pid) < 0) {
+        printf("forgery refused: %s\n", errno == EPERM ? "EPERM" : strerror(errno));
+    } else {
+        printf("forgery sent\n");
+    }
+    fflush(stdout);
+    /* The owner drops the connection: end of stream (or a reset). */
+    struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+    uint8_t byte;
+    if (poll(&p, 1, WAIT_MS) > 0 && recv(fd, &byte, 1, 0) <= 0) printf("dropped\n");
+    close(fd);
+    return 0;
+}
+
+/* spawn-with-pid <pid> <path> [<args>...]: clone3(2) with set_tid, so that the child gets a pid
+ * of the caller's choosing (to reproduce pid reuse); the child execs <path>. */
+static int mode_spawn_with_pid(pid_t pid, char **argv) {
+    struct clone_args args;
+    memset(&args, 0, sizeof args);
+    args.exit_signal = SIGCHLD;
+    args.set_tid = (uint64_t)(uintptr_t)&pid;
+    args.set_tid_size = 1;
+    long child = syscall(SYS_clone3, &args, sizeof args);
+    if (child < 0) {
+        printf("spawn failed: %s\n", errno == EEXIST ? "EEXIST" : errno == EPERM ? "EPERM" : strerror(errno));
+        return 1;
+    }
+    if (child == 0) {
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    printf("spawned %ld\n", child);
+    fflush(stdout);
+    int status = 0;
+    while (waitpid((pid_t)child, &status, 0) < 0 && errno == EINTR) {}
     return 0;
 }
 
@@ -981,7 +1070,8 @@ static int check_named_vector(const char *path) {
     char expected_name[256] = "";
     unsigned expected_kind = strcmp(expect, "welcome") == 0 ? RLKN_WELCOME
         : strcmp(expect, "denied") == 0 ? RLKN_DENIED
-        : strcmp(expect, "unknown-name") == 0 ? RLKN_UNKNOWN_NAME : RLKN_HELLO;
+        : strcmp(expect, "unknown-name") == 0 ? RLKN_UNKNOWN_NAME
+        : strcmp(expect, "too-many-connections") == 0 ? RLKN_TOO_MANY_CONNECTIONS : RLKN_HELLO;
     if (expected_kind == RLKN_HELLO) snprintf(expected_name, sizeof expected_name, "%s", expect + 6);
     uint8_t encoded[RLKN_HEADER + 256];
     size_t size = handshake_encode(expected_kind, expected_name, encoded);
@@ -1028,14 +1118,18 @@ int main(int argc, char **argv) {
         return mode_vectors(argv[2]);
     }
     if (argc == 4 && strcmp(argv[1], "connect") == 0) return mode_connect(argv[2], argv[3]);
-    if (argc == 3 && strcmp(argv[1], "lie") == 0) return mode_lie(argv[2]);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "lie") == 0) return mode_lie(argv[2], argc == 4 ? atoi(argv[3]) : 1);
+    if (argc == 4 && strcmp(argv[1], "forge") == 0) return mode_forge(argv[2], atoi(argv[3]));
+    if (argc >= 4 && strcmp(argv[1], "spawn-with-pid") == 0) return mode_spawn_with_pid(atoi(argv[2]), argv + 3);
     if (argc == 3 && strcmp(argv[1], "named-vectors") == 0) return mode_named_vectors(argv[2]);
     fprintf(stderr,
             "usage: PortPeerC request <sendRightFD> <expectedReplyText>\n"
             "       PortPeerC serve <receiveFD>\n"
             "       PortPeerC vectors <directory>\n"
             "       PortPeerC connect <name> <expectedReplyText>\n"
-            "       PortPeerC lie <name>\n"
+            "       PortPeerC lie <name> [<pid>]\n"
+            "       PortPeerC forge <name> <pid>\n"
+            "       PortPeerC spawn-with-pid <pid> <path> [<args>...]\n"
             "       PortPeerC named-vectors <directory>\n");
     return 2;
 }

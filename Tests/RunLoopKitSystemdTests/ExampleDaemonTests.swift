@@ -59,6 +59,25 @@ struct ExampleDaemonTests {
         #expect(readyIndex != nil && stoppingIndex != nil && readyIndex! < stoppingIndex!)
     }
 
+    @Test("the daemon knows its clients as pinned processes: it logs each request's client and, through a ProcessExitSource, the client's exit")
+    func pinnedClients() async throws {
+        let (config, name) = try daemonConfiguration("log_requests = yes\n")
+        defer { unlink(config) }
+        let daemon = try DaemonProcess(environment: [:], arguments: [config])
+        try await daemon.waitForLine(startingWith: "ready")
+        let started = try ExampleClientProcess(["--name", name, "--count", "3"])
+        let pid = started.process.processIdentifier
+        let (clientExit, clientOutput) = await started.finish(timeout: .seconds(60))
+        #expect(clientExit == .exited(0), "\(clientOutput)")
+        let pinned = "from pid \(pid), uid \(geteuid()), gid \(getegid()) (process \(pid) ("
+        let first = try await daemon.waitForLine(startingWith: "example-daemon: request 1 ")
+        #expect(first.contains(pinned), "\(first)")
+        let exited = try await daemon.waitForLine(startingWith: "example-daemon: client process \(pid) exited")
+        #expect(exited.hasSuffix("after 3 request(s)"), "\(exited)")
+        daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit() == .exited(0))
+    }
+
     @Test("without NOTIFY_SOCKET: runs, reloads and stops the same way, exit 0")
     func withoutSystemd() async throws {
         let daemon = try DaemonProcess(environment: ["WATCHDOG_USEC": "200000"])
@@ -132,6 +151,27 @@ struct ExampleDaemonTests {
         #expect(clientExit == .exited(0), "\(clientOutput)")
         #expect(clientOutput.contains("done: 5 correct replies"), "\(clientOutput)")
         daemon.send(SIGTERM)
+        #expect(await daemon.waitForExit() == .exited(0))
+    }
+
+    @Test("loop health: every loop's slow callouts are logged with the thread's name and the item's label (slow_callout_ms = 0 logs them all)")
+    func logsSlowCalloutsOfEveryLoop() async throws {
+        let (config, name) = try daemonConfiguration("slow_callout_ms = 0\n")
+        defer { unlink(config) }
+        let daemon = try DaemonProcess(environment: [:], arguments: [config])
+        try await daemon.waitForLine(startingWith: "ready")
+        let (clientExit, clientOutput) = try await ExampleClientProcess(["--name", name, "--count", "1", "--quiet"]).finish()
+        #expect(clientExit == .exited(0), "\(clientOutput)")
+        daemon.send(SIGTERM)
+        try await daemon.waitForLine(startingWith: "stopped")
+        let lines = daemon.output.withLock { $0 }
+        // Request 1 goes to worker-2 (round-robin from the first id).
+        for expected in ["example-daemon: slow callout on example-daemon: port \"service\" msgid 1 in ",
+                         "example-daemon: slow callout on worker-2: port \"worker-2 inbox\" msgid 1 in ",
+                         "example-daemon: slow callout on example-daemon: port \"done\" msgid 3 in ",
+                         "example-daemon: slow callout on example-daemon: signal \"signals\" in "] {
+            #expect(lines.contains { $0.hasPrefix(expected) }, "no line '\(expected)…' in \(lines)")
+        }
         #expect(await daemon.waitForExit() == .exited(0))
     }
 }

@@ -1,4 +1,4 @@
-// DESIGN §3.9 (common modes, adding twice, removal wakes a sleeping loop)
+// Guarantees §3.9 (common modes, adding twice, removal wakes a sleeping loop)
 // and §3.10 (only items of the running mode are serviced).
 
 import Glibc

@@ -1,4 +1,4 @@
-// DESIGN §2 FileDescriptorSource (Source1 over any fd) with §3.2/§3.3 handling rules.
+// FileDescriptorSource (Source1 over any fd) with the handling rules of Guarantees §3.2/§3.3.
 
 import Glibc
 import RunLoopKit

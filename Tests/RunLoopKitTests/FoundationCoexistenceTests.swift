@@ -1,4 +1,4 @@
-// DESIGN §3.18: a file that imports both Foundation and RunLoopKit uses every
+// Guarantees §3.18: a file that imports both Foundation and RunLoopKit uses every
 // RunLoopKit name unqualified — in type and in expression positions. This file
 // compiling is half of the test; the tests below are the other half.
 

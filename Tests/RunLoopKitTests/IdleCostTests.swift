@@ -1,4 +1,4 @@
-// DESIGN §3.11: a waiting loop uses no CPU — no polling, no spinning, no periodic wake-ups.
+// Guarantees §3.11: a waiting loop uses no CPU — no polling, no spinning, no periodic wake-ups.
 // The CPU bound below is a resource bound on the waiting thread itself (RUSAGE_THREAD),
 // not a timing threshold: a loop that sleeps in the kernel uses ~0 ms per second.
 

@@ -1,4 +1,4 @@
-// DESIGN §3.21: a loop as a Swift concurrency executor (serial and task executor).
+// Guarantees §3.21: a loop as a Swift concurrency executor (serial and task executor).
 
 import Glibc
 import RunLoopKit

@@ -1,4 +1,4 @@
-// DESIGN §3.20: the main loop serves the main dispatch queue (and with it @MainActor). The test
+// Guarantees §3.20: the main loop serves the main dispatch queue (and with it @MainActor). The test
 // runner owns this process's main thread, so each scenario runs in `LoopHost`, a program whose
 // main thread runs ThreadRunLoop.main; the test checks the lines it prints.
 

@@ -1,4 +1,4 @@
-// DESIGN §3.16: MessagePort — bounded queue, invalidation, ordering, delivery.
+// Guarantees §3.16: MessagePort — bounded queue, invalidation, ordering, delivery.
 
 import FoundationEssentials
 import Glibc

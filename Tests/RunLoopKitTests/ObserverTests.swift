@@ -1,4 +1,4 @@
-// DESIGN §3.13: observers.
+// Guarantees §3.13: observers.
 
 import Glibc
 import RunLoopKit

@@ -1,6 +1,6 @@
 // What the peers' own run-loop suites expect of a run loop (issue 18): time arithmetic that
 // never wraps or traps, fd sources over any descriptor (several per descriptor), the
-// `run(mode:before:)` result of DESIGN §3.4, and adding/removing items at scale.
+// `run(mode:before:)` result of Guarantees §3.4, and adding/removing items at scale.
 //
 // Runs that would hang on a broken implementation (a far-past timer that makes the loop sleep
 // for centuries) are on their own threads, joined with a deadline of seconds: the test fails

@@ -1,4 +1,4 @@
-// DESIGN §3.24: perform(after:inModes:_:), the seeds' performSelector:afterDelay:.
+// Guarantees §3.24: perform(after:inModes:_:), the seeds' performSelector:afterDelay:.
 
 import Glibc
 import RunLoopKit

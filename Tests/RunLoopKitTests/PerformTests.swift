@@ -1,4 +1,4 @@
-// DESIGN §3.14: perform(inModes:).
+// Guarantees §3.14: perform(inModes:).
 
 import Glibc
 import RunLoopKit

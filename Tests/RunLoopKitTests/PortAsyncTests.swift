@@ -1,4 +1,4 @@
-// DESIGN §3.22 (`messages()`) and §3.23 (`send(…) async`).
+// Guarantees §3.22 (`messages()`) and §3.23 (`send(…) async`).
 
 import FoundationEssentials
 import Glibc

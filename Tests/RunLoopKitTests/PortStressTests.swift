@@ -1,4 +1,4 @@
-// Stress: many senders into one bounded port (DESIGN §3.16 under load).
+// Stress: many senders into one bounded port (Guarantees §3.16 under load).
 // 4 sender threads × N messages into one port with queueLimit 64: every message is
 // delivered exactly once and each sender's order is kept. N = 250,000 normally,
 // 5,000 when RUNLOOPKIT_SANITIZER is set (the sanitizer runs).

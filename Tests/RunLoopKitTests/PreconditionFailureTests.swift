@@ -1,4 +1,4 @@
-// DESIGN §2 ("Running. Only on the loop's own thread — anything else: precondition
+// The API contract ("Running. Only on the loop's own thread — anything else: precondition
 // failure with a message naming the mistake") and §3.16 ("scheduling [a port] on a
 // second loop is a precondition failure naming the mistake").
 //
@@ -26,6 +26,9 @@ enum CrashCase: String, CaseIterable, Sendable {
     case messagesOnProxy
     case closedDescriptorSource
     case publishProxy
+    case processExitSourceOnSecondLoop
+    case refusingPortsOnProxy
+    case nameLimitBelowOne
 
     var expectedMessage: String {
         switch self {
@@ -38,6 +41,9 @@ enum CrashCase: String, CaseIterable, Sendable {
         case .messagesOnProxy: "called on a proxy"
         case .closedDescriptorSource: "closed descriptor"
         case .publishProxy: "only a local port can be published"
+        case .processExitSourceOnSecondLoop: "ProcessExitSource is already scheduled on the run loop of"
+        case .refusingPortsOnProxy: "only the process that owns a port decides what reaches it"
+        case .nameLimitBelowOne: "a user must be allowed one connection at least"
         }
     }
 }
@@ -70,6 +76,13 @@ struct PreconditionCrashEntry {
             let port = try MessagePort()
             _ = try MessagePort(sendRight: port.makeSendRight()).messages()
             return
+        case .refusingPortsOnProxy:
+            let port = try MessagePort()
+            try MessagePort(sendRight: port.makeSendRight()).acceptsPortComponents = false
+            return
+        case .nameLimitBelowOne:
+            _ = MessagePort.NameLimits(connectionsPerUser: 0)
+            return
         default:
             break
         }
@@ -90,8 +103,16 @@ struct PreconditionCrashEntry {
             loop.run()
         case .runUntilFromWrongThread:
             loop.run(until: .now + .seconds(1))
-        case .jobAfterThreadExited, .isolationCheckedOffThread, .twoConcurrentConsumers, .messagesOnProxy, .publishProxy:
+        case .jobAfterThreadExited, .isolationCheckedOffThread, .twoConcurrentConsumers, .messagesOnProxy, .publishProxy,
+             .refusingPortsOnProxy, .nameLimitBelowOne:
             break
+        case .processExitSourceOnSecondLoop:
+            let source = ProcessExitSource(process: try PinnedProcess(pid: getpid())) { _ in }
+            let release2 = Flag()
+            let second = LoopThread { _ -> Bool in waitUntil(timeout: .seconds(600)) { release2.isSet } }
+            loop.add(source, forMode: .default)
+            second.loop.add(source, forMode: .default)
+            release2.set()
         case .portOnSecondRunLoop:
             let port = try MessagePort()
             let release2 = Flag()
@@ -136,7 +157,7 @@ func runCrashChild(_ which: CrashCase, timeout: Duration = .seconds(120)) -> Chi
 @Suite("§2/§3.16 precondition failures name the mistake", .serialized)
 struct PreconditionFailureTests {
 
-    @Test("§2 running a loop off its thread or watching a closed descriptor, §3.16 a port on a second run loop, §3.21 a job after its thread exited and isolation checked off the thread, §3.22 two concurrent consumers and messages() on a proxy, §3.25 publishing a proxy: precondition failures naming the mistake",
+    @Test("§2 running a loop off its thread or watching a closed descriptor, §3.16 a port on a second run loop, §3.21 a job after its thread exited and isolation checked off the thread, §3.22 two concurrent consumers and messages() on a proxy, §3.25 publishing a proxy, §3.33 a process-exit source on a second loop, §3.34 refusing ports on a proxy, §3.35 a limit below one connection: precondition failures naming the mistake",
           arguments: CrashCase.allCases)
     func misuseIsAPreconditionFailureNamingTheMistake(which: CrashCase) throws {
         let outcome = try #require(runCrashChild(which), "could not spawn the child test process")

@@ -1,4 +1,4 @@
-// DESIGN §3.19: a ResidentThread's keep-alive counts as a source of its default mode for every
+// Guarantees §3.19: a ResidentThread's keep-alive counts as a source of its default mode for every
 // invocation on that thread, nested ones too.
 
 import Glibc

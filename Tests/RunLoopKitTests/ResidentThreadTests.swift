@@ -1,4 +1,4 @@
-// DESIGN §3.17: ResidentThread.
+// Guarantees §3.17: ResidentThread.
 
 import Glibc
 import RunLoopKit

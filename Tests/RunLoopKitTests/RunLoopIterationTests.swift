@@ -1,4 +1,4 @@
-// DESIGN §2 (run-loop surface basics) and §3.1–3.4 (run-loop iteration).
+// The run-loop surface, and Guarantees §3.1–3.4 (run-loop iteration).
 
 import Glibc
 import RunLoopKit

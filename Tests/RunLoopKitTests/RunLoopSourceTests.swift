@@ -1,4 +1,4 @@
-// DESIGN §3.15: RunLoopSource (Source0).
+// Guarantees §3.15: RunLoopSource (Source0).
 
 import Glibc
 import RunLoopKit

@@ -1,4 +1,4 @@
-// DESIGN §3.5–3.8: run()/run(until:), stop(), nested runs, the common pseudo-mode.
+// Guarantees §3.5–3.8: run()/run(until:), stop(), nested runs, the common pseudo-mode.
 
 import Glibc
 import RunLoopKit

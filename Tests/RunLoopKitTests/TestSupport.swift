@@ -1,4 +1,4 @@
-// Shared helpers for the behaviour tests. Black-box: only DESIGN §2 API is used.
+// Shared helpers for the behaviour tests. Black-box: only the public API is used.
 //
 // Conventions:
 // - Run loops only run on their own fresh pthread (`LoopThread`, `onLoopThread`).

@@ -1,4 +1,4 @@
-// DESIGN §3.12: timers.
+// Guarantees §3.12: timers.
 
 import Glibc
 import RunLoopKit

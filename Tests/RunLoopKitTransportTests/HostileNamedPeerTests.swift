@@ -1,4 +1,4 @@
-// DESIGN §3.30 (Protocols/named-ports.md §6): nothing a peer process sends — a malformed
+// Guarantees §3.30 (Protocols/named-ports.md §6): nothing a peer process sends — a malformed
 // handshake, silence, a forged pid, a flood of connections — crashes the owner, blocks its
 // loop or leaks a descriptor; each costs the peer its connection and is reported.
 

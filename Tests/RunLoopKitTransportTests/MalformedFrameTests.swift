@@ -214,30 +214,49 @@ struct MalformedFrameTests {
         #expect(attachments.closeAndCountLeaks() == 0)
     }
 
-    @Test("ancillary data other than SCM_RIGHTS and the kernel's SCM_CREDENTIALS (SCM_PIDFD): .unexpectedControlMessage, none leaks")
+    @Test("ancillary data other than SCM_RIGHTS and the kernel's SCM_CREDENTIALS and SCM_PIDFD (SCM_TIMESTAMP): .unexpectedControlMessage, none leaks")
     func unexpectedControlMessage() throws {
         let receiver = try ReceivingPort(name: "malformed-credentials")
         defer { receiver.stop() }
         let attachments = Attachments()
         let right = try receiver.port.makeSendRight()
         defer { close(right) }
-        // Receive ends have SO_PASSCRED (one SCM_CREDENTIALS per record is expected). SCM_PIDFD
-        // arrives only on a socket with SO_PASSPIDFD (Linux 6.5+), and only the receive end's
-        // options count: reach the port's one connection (white-box, via @testable).
+        // A sender can attach only SCM_RIGHTS and SCM_CREDENTIALS; anything else is asked for by
+        // the receive end's own options. Set SO_TIMESTAMP on the port's one connection
+        // (white-box, via @testable): each record then also brings an SCM_TIMESTAMP.
         let receiveEnds = receiver.port.lock.withLock { receiver.port.state.connections?.sockets.values.map(\.socket.descriptor.rawValue) ?? [] }
         try #require(receiveEnds.count == 1)
         var on: Int32 = 1
-        let soPassPidfd: Int32 = 76   // SO_PASSPIDFD, which Glibc's module does not export
-        try #require(setsockopt(receiveEnds[0], SOL_SOCKET, soPassPidfd, &on, socklen_t(MemoryLayout<Int32>.size)) == 0,
-                     "SO_PASSPIDFD needs Linux 6.5 or later")
-        let before = openDescriptorCount()
+        try #require(setsockopt(receiveEnds[0], SOL_SOCKET, SO_TIMESTAMP, &on, socklen_t(MemoryLayout<Int32>.size)) == 0)
 
         try sendRaw(frame(msgid: 1, [.port]), descriptors: [attachments.socket(Int32(SOCK_SEQPACKET.rawValue))], on: right)
         #expect(receiver.waitForError() == .malformedFrame(.unexpectedControlMessage), "\(receiver.errors.value)")
         #expect(waitForHangUp(right))
         #expect(receiver.messages.value.isEmpty)
         #expect(attachments.closeAndCountLeaks() == 0)
-        #expect(waitUntil { openDescriptorCount() <= before - 1 }, "the pidfd that came with the record was closed too")
+    }
+
+    @Test("the SCM_PIDFD of a receive end with SO_PASSPIDFD (a send right's first frames) is taken, not refused; its pidfd is closed with the message")
+    func pidfdTaken() throws {
+        let receiver = try ReceivingPort(name: "pidfd-taken")
+        defer { receiver.stop() }
+        let right = try receiver.port.makeSendRight()
+        // From a child: its pidfd's target names it alone (pidfs gives each process an inode),
+        // so another descriptor with that number later cannot pass for this one.
+        let child = try ChildProcess(portPeer, ["send-count", "3", "1"], inherit: [(right, 3)])
+        #expect(child.finish() == .exited(0))
+        let (descriptor, identity): (Int32, String) = try {
+            let message = try #require(receiver.waitForMessages(1)?.first)
+            let descriptor = try #require(message.sender?.process?.descriptor)
+            return (descriptor, try #require(fdTarget(descriptor)))
+        }()
+        #expect(identity.hasPrefix("pidfd:") || identity.contains("[pidfd]"), "\(identity)")
+        #expect(receiver.errors.value.isEmpty)
+        receiver.clear()
+        // The port's connection keeps the process it is pinned to while it is open.
+        close(right)
+        #expect(waitUntil { receiver.port.connectionCount == 0 })
+        #expect(waitUntil { fdTarget(descriptor) != identity }, "the pidfd was closed once nothing held it")
     }
 
     @Test("decode-level rejections over a real connection: dropped, reported, descriptors closed",

@@ -1,4 +1,4 @@
-// DESIGN §3.25–27: names, access, senders. Real processes (PortPeer, started by the test as
+// Guarantees §3.25–27: names, access, senders. Real processes (PortPeer, started by the test as
 // separate executables, so that neither side's RunLoopKit code spawned the other), real
 // credentials: as root, a child drops to nobody (65534:65534) for the access cases.
 
@@ -33,7 +33,7 @@ extension ReceivingPort {
 
 @Suite("§3.25 names")
 struct NamedPortNameTests {
-    @Test("§3.25 publish(as:) then connect(to:) in the same process: delivered, sender nil (§3.27)")
+    @Test("§3.25 publish(as:) then connect(to:) in the same process: delivered, sender this process (§3.27, §3.32)")
     func publishAndConnectInProcess() throws {
         let name = uniqueName("basic")
         let receiver = try ReceivingPort(publishedAs: name)
@@ -44,7 +44,8 @@ struct NamedPortNameTests {
         try proxy.send(msgid: 5, components: [.data(Data("hi".utf8))], timeout: waitLimit)
         let messages = try #require(receiver.waitForMessages(1))
         #expect(messages[0].msgid == 5 && messages[0].text == "hi")
-        #expect(messages[0].sender == nil, "a frame from this process has no sender")
+        #expect(messages[0].sender == MessagePort.Sender(pid: getpid(), uid: geteuid(), gid: getegid()),
+                "a frame through a socket always has a sender")
         try receiver.port.send(msgid: 6, timeout: waitLimit)
         let local = try #require(receiver.waitForMessages(2))
         #expect(local[1].sender == nil)

@@ -82,6 +82,7 @@ struct NamedVectorTests {
         case "welcome": .welcome
         case "denied": .denied
         case "unknown-name": .unknownName
+        case "too-many-connections": .tooManyConnections
         default: .hello(name: Array(expect.dropFirst(6).utf8))
         }
         #expect(try Handshake.decode(bytes, expecting: side) == expected)

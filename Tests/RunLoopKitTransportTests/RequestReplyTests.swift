@@ -1,4 +1,4 @@
-// DESIGN §3.28: sendRequest, synchronous and async, to local ports, proxies and named ports.
+// Guarantees §3.28: sendRequest, synchronous and async, to local ports, proxies and named ports.
 // Timeouts of 60 s are hang guards: a test that passes never waits for them.
 
 import Glibc
@@ -75,6 +75,17 @@ struct RequestReplyTests {
         #expect(throws: PortError.timedOut) {
             _ = try full.sendRequest(msgid: 1, timeout: .milliseconds(100), replyMode: "private")
         }
+    }
+
+    @Test("§3.28 async sendRequest: a queue full for the whole timeout throws .timedOut, not .replyTimedOut")
+    func asyncRequestTimedOut() async throws {
+        let full = try MessagePort(queueLimit: 1)
+        defer { full.invalidate() }
+        try full.send(msgid: 0, timeout: .zero)
+        await #expect(throws: PortError.timedOut) {
+            _ = try await full.sendRequest(msgid: 1, timeout: .milliseconds(200))
+        }
+        #expect(full.queuedCount == 1, "the request was never queued")
     }
 
     @Test("§3.28 the destination invalidated while waiting: .invalidPort, long before the 60 s timeout")

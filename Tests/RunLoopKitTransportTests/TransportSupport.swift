@@ -65,6 +65,8 @@ final class ReceivingPort: Sendable {
     let thread: ResidentThread
     let messages = Shared<[MessagePort.Message]>([])
     let errors = Shared<[PortError]>([])
+    /// The same reports with who sent what was refused.
+    let reports = Shared<[MessagePort.TransportReport]>([])
 
     init(name: String, queueLimit: Int = 1024, keepMessages: Bool = true,
          reply: (@Sendable (MessagePort.Message) -> Void)? = nil) throws {
@@ -80,8 +82,11 @@ final class ReceivingPort: Sendable {
                 messages.update { $0.append(MessagePort.Message(msgid: message.msgid)) }
             }
         }
-        let errors = self.errors
-        port.setTransportErrorHandler { error in errors.update { $0.append(error) } }
+        let errors = self.errors, reports = self.reports
+        port.setTransportReportHandler { report in
+            reports.update { $0.append(report) }
+            errors.update { $0.append(report.error) }
+        }
         thread.runLoop.add(port, forMode: .default)
     }
 
@@ -93,6 +98,16 @@ final class ReceivingPort: Sendable {
 
     func waitForError(timeout: Duration = waitLimit) -> PortError? {
         waitUntil(timeout: timeout) { !errors.value.isEmpty } ? errors.value.first : nil
+    }
+
+    func waitForReport(timeout: Duration = waitLimit) -> MessagePort.TransportReport? {
+        waitUntil(timeout: timeout) { !reports.value.isEmpty } ? reports.value.first : nil
+    }
+
+    /// Runs `body` on the receiving loop's thread and waits for it (kernel fault injections
+    /// hold for the thread that makes the call: the loop's reads and accepts).
+    func onLoopThread(_ body: @escaping @Sendable () -> Void) throws {
+        try thread.perform(waitUntilDone: true, body)
     }
 
     func clear() { messages.value = [] }
@@ -278,6 +293,14 @@ func rawSeqPacketPair() -> (Int32, Int32) {
     let result = socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
     precondition(result == 0, "socketpair: \(String(cString: strerror(errno)))")
     return (fds[0], fds[1])
+}
+
+/// What descriptor `fd` of this process refers to (readlink of /proc/self/fd/N: a pidfd reads
+/// "pidfd:[inode]", an inode of its own per process), or nil when it is not open.
+func fdTarget(_ fd: Int32) -> String? {
+    var buffer = [CChar](repeating: 0, count: 256)
+    let count = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+    return count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
 }
 
 /// The number of open descriptors of this process (entries of /proc/self/fd).

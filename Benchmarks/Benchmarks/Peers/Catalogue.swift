@@ -7,6 +7,8 @@ import CBenchmarkPeers
 /// The throughput workload also has the "Swift Data ring" reference (the C ring's algorithm
 /// in Swift, carrying `Data`): the floor under every Swift row; and the "Swift [Component]
 /// ring" reference, the same ring carrying the components array MessagePort's `send` takes.
+/// Ping-pong and perform have the "RunLoopKit + loop health" reference: the same exchange with
+/// a slow-callout handler and a `HangWatch` on, for the loop-health bar.
 /// The ping-pong has two C references, the kernel's floors under RunLoopKit's two sleeps:
 /// "C futex" (a mode with nothing the kernel must watch) and "C eventfd + epoll" (a mode with
 /// descriptors, as the `idle` row's; shown there too).
@@ -15,9 +17,14 @@ import CBenchmarkPeers
 /// that crosses a process boundary; "RunLoopKit xnamed" is the same exchange over a published
 /// name (the initiator publishes, the responder connects by name). Its "C socketpair + epoll" reference is the baseline
 /// asleep in epoll_wait: the kernel's floor under any event loop; "C socketpair + epoll +
-/// credentials" also reads each packet's sender credentials, as RunLoopKit does for `sender`.
-/// `idle` is RunLoopKit's ping-pong with idle items, beside the same C eventfd baseline; its
-/// bar reads it against the `pingpong` row. `fanin` has the C ring's four-sender variant as
+/// credentials" also reads each packet's sender credentials, as RunLoopKit does for `sender`;
+/// "… + SCM_PIDFD" also receives a pidfd of each packet's sender, what pinning every sender per
+/// message would cost. "C sd-bus p2p" is what a C daemon author would use instead: a D-Bus
+/// method call over a socketpair with libsystemd, no broker; "C sd-bus via dbus-daemon" the
+/// same call through a private broker, run only where dbus-daemon is installed.
+/// `idle` is RunLoopKit's ping-pong with idle items, beside the same C eventfd baseline, the
+/// same ping-pong with one idle fd source (the floor its bar reads against: a loop that must
+/// watch a descriptor sleeps in epoll) and with ten times the items (the flatness bar). `fanin` has the C ring's four-sender variant as
 /// its baseline and the two Swift peers a daemon would feed from several threads. The scale
 /// rows are RunLoopKit's alone.
 /// The async workloads keep the C eventfd rows as their baseline (the same C code as
@@ -27,35 +34,47 @@ enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
         switch workload {
         case .pingpong:
-            [.cEventfd, .cSocketpair, .cSdEvent, .cFutex, .cEventfdEpoll, .foundation, .dispatch, .nio, .runLoopKit]
+            [.cEventfd, .cSocketpair, .cSdEvent, .cFutex, .cEventfdEpoll, .foundation, .dispatch, .nio, .runLoopKit,
+             .runLoopKitHealth]
         case .idle:
-            [.cEventfd, .cEventfdEpoll, .runLoopKit]
+            [.cEventfd, .cEventfdEpoll, .runLoopKitOneSource, .runLoopKit, .runLoopKitTenfold]
         case .throughput:
-            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .swiftRing, .componentRing]
+            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .runLoopKitBatch, .swiftRing, .componentRing]
         case .fanin:
             [.cEventfd, .dispatch, .nio, .runLoopKit]
         case .perform:
-            [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit]
+            [.cEventfd, .foundation, .dispatch, .nio, .runLoopKit, .runLoopKitHealth]
         case .xprocess:
-            [.cSocketpair, .cSocketpairEpoll, .cSocketpairEpollCredentials, .runLoopKit, .runLoopKitNamed]
+            [.cSocketpair, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd, .cSdBus]
+                + (bench_dbus_daemon_available() != 0 ? [.cSdBusBroker] : []) + [.runLoopKit, .runLoopKitNamed]
         case .actorhop:
             [.cEventfd, .defaultActor, .nio, .runLoopKit]
         case .asyncstream:
             [.cEventfd, .asyncStream, .nio, .runLoopKit, .runLoopKitAsyncSend]
         case .churn, .payloads, .xpayloads, .threads:
             [.runLoopKit]
+        case .xhost:
+            [.grpcEcho, .grpcEchoDefaults, .runLoopKit]
+        case .xhostrate:
+            [.grpcEcho, .runLoopKit]
         }
+    }
+
+    /// Why rows of `workload` that the catalogue lists elsewhere are missing on this host.
+    static func notes(for workload: Workload) -> [String] {
+        guard workload == .xprocess, bench_dbus_daemon_available() == 0 else { return [] }
+        return ["xprocess: the \(Peer.cSdBusBroker.rawValue) row is skipped: dbus-daemon is not on PATH"]
     }
 
     /// Runs one case in this process and summarises it.
     static func run(_ benchmarkCase: BenchmarkCase, plans: Plans) -> CaseResult {
         switch benchmarkCase.workload {
-        case .pingpong, .idle, .perform, .xprocess, .actorhop:
+        case .pingpong, .idle, .perform, .xprocess, .actorhop, .xhost:
             let measurement = latency(benchmarkCase, plans.latency(for: benchmarkCase))
             let summary = LatencySummary(
                 sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
             return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
-        case .throughput, .fanin, .asyncstream:
+        case .throughput, .fanin, .asyncstream, .xhostrate:
             return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plans.stream(for: benchmarkCase)))
         case .payloads, .xpayloads, .threads:
             return CaseResult(benchmarkCase, scale: RunLoopKitPeer.scale(benchmarkCase.workload, plans.scale))
@@ -75,22 +94,32 @@ enum Catalogue {
         case (.pingpong, .dispatch): DispatchPeer.pingPong(plan)
         case (.pingpong, .nio): NIOPeer.pingPong(plan)
         case (.pingpong, .runLoopKit): RunLoopKitPeer.pingPong(plan)
+        case (.pingpong, .runLoopKitHealth): RunLoopKitPeer.pingPong(plan, loopHealth: true)
         case (.idle, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
-        case (.idle, .runLoopKit): RunLoopKitPeer.pingPong(plan, idleItems: true)
+        case (.idle, .runLoopKit): RunLoopKitPeer.pingPong(plan, idle: .standard)
+        case (.idle, .runLoopKitOneSource): RunLoopKitPeer.pingPong(plan, idle: .oneSource)
+        case (.idle, .runLoopKitTenfold): RunLoopKitPeer.pingPong(plan, idle: .tenfold)
         case (.perform, .cEventfd): CPeers.latency(plan, bench_eventfd_wakeup)
         case (.perform, .foundation): FoundationRunLoopPeer.wakeUp(plan)
         case (.perform, .dispatch): DispatchPeer.wakeUp(plan)
         case (.perform, .nio): NIOPeer.wakeUp(plan)
         case (.perform, .runLoopKit): RunLoopKitPeer.wakeUp(plan)
+        case (.perform, .runLoopKitHealth): RunLoopKitPeer.wakeUp(plan, loopHealth: true)
         case (.xprocess, .cSocketpair): CPeers.latency(plan, bench_socketpair_xprocess)
         case (.xprocess, .cSocketpairEpoll): CPeers.latency(plan, bench_socketpair_epoll_xprocess)
         case (.xprocess, .cSocketpairEpollCredentials): CPeers.latency(plan, bench_socketpair_epoll_credentials_xprocess)
+        case (.xprocess, .cSocketpairEpollPidfd): CPeers.latency(plan, bench_socketpair_epoll_pidfd_xprocess)
+        case (.xprocess, .cSdBus): CPeers.latency(plan, bench_sdbus_p2p_xprocess)
+        case (.xprocess, .cSdBusBroker): CPeers.latency(plan, bench_sdbus_broker_xprocess)
         case (.xprocess, .runLoopKit): RunLoopKitPeer.crossProcessPingPong(plan)
         case (.actorhop, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
         case (.actorhop, .defaultActor): DefaultActorPeer.actorHop(plan)
         case (.actorhop, .nio): NIOPeer.actorHop(plan)
         case (.actorhop, .runLoopKit): RunLoopKitPeer.actorHop(plan)
         case (.xprocess, .runLoopKitNamed): RunLoopKitPeer.crossProcessPingPong(plan, named: true)
+        #if GRPC
+        case (.xhost, _): GRPCBridgePeer.latency(benchmarkCase.peer, plan)
+        #endif
         default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
     }
@@ -103,6 +132,7 @@ enum Catalogue {
         case (.throughput, .dispatch): DispatchPeer.throughput(plan)
         case (.throughput, .nio): NIOPeer.throughput(plan)
         case (.throughput, .runLoopKit): RunLoopKitPeer.throughput(plan)
+        case (.throughput, .runLoopKitBatch): RunLoopKitPeer.batchThroughput(plan)
         case (.throughput, .swiftRing): SwiftRingPeer.throughput(plan)
         case (.throughput, .componentRing): ComponentRingPeer.throughput(plan)
         case (.fanin, .cEventfd): CPeers.stream(plan, bench_ring_fanin)
@@ -113,6 +143,9 @@ enum Catalogue {
         case (.asyncstream, .nio): NIOPeer.asyncStream(plan)
         case (.asyncstream, .runLoopKit): RunLoopKitPeer.asyncStream(plan)
         case (.asyncstream, .runLoopKitAsyncSend): RunLoopKitPeer.asyncSendStream(plan)
+        #if GRPC
+        case (.xhostrate, _): GRPCBridgePeer.rate(benchmarkCase.peer, plan)
+        #endif
         default: fail("no peer \(benchmarkCase.peer.rawValue) for \(benchmarkCase.workload.rawValue)")
         }
     }

@@ -44,7 +44,64 @@ enum Churn {
             }
         }
         let allocations = AllocationWindow(begin: allocationsBegin, end: bench_alloc_snapshot())
+        for size in [plan.sizes.min(), plan.sizes.max()].compactMap({ $0 }) {
+            guard let index = points.firstIndex(where: { $0.items == size && $0.threads == 1 }) else { continue }
+            points[index].instructionsPerOperation = instructionsPerOperation(size: size, plan: plan)
+        }
         return ChurnMeasurement(points: points, operations: operations, allocations: allocations)
+    }
+
+    /// Callgrind's instructions per add or remove at `size` items, one thread: this executable
+    /// run again under `valgrind --tool=callgrind` with collection off, which counts one window
+    /// (`countInstructions`). Nil when valgrind is not installed.
+    private static func instructionsPerOperation(size: Int, plan: ChurnPlan) -> Double? {
+        guard let valgrind = ["/usr/bin/valgrind", "/usr/local/bin/valgrind"].first(where: {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }) else { return nil }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("churn-\(getpid())-\(size).callgrind")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: valgrind)
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        process.arguments = ["--tool=callgrind", "--collect-atstart=no", "--callgrind-out-file=\(output.path)",
+                             executable, "--churn-instructions", "\(size)"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { fail("churn: cannot start valgrind: \(error)") }
+        process.waitUntilExit()
+        guard process.terminationStatus == 0, let text = try? String(contentsOf: output, encoding: .utf8),
+              let totals = text.split(separator: "\n").first(where: { $0.hasPrefix("totals:") || $0.hasPrefix("summary:") }),
+              let instructions = totals.split(separator: " ").last.flatMap({ Double($0) }) else {
+            fail("churn: callgrind did not count the \(size)-item window (exit \(process.terminationStatus))")
+        }
+        return instructions / Double(operations(size: size, plan: plan))
+    }
+
+    /// Adds and removes in one window of `size` items (the same count at every size).
+    private static func operations(size: Int, plan: ChurnPlan) -> Int {
+        2 * size * max(1, plan.operationsPerWindow / (2 * size))
+    }
+
+    /// The process `instructionsPerOperation` runs under callgrind: one untimed window to bring
+    /// the mode's storage to its size, then one window with collection on, on this thread.
+    static func countInstructions(size: Int, plan: ChurnPlan) {
+        let loop = ThreadRunLoop.current
+        let items = ChurnItems(count: size)
+        var generator = SplitMix64(seed: 18)
+        let adds = Array(0..<size).shuffled(using: &generator)
+        let removes = Array(0..<size).shuffled(using: &generator)
+        let repetitions = operations(size: size, plan: plan) / (2 * size)
+        for collecting in [false, true] {
+            if collecting { bench_callgrind_toggle_collect() }
+            for _ in 0..<repetitions {
+                for index in adds { items.add(index, to: loop, mode: mode) }
+                for index in removes { items.remove(index, from: loop, mode: mode) }
+            }
+            if collecting { bench_callgrind_toggle_collect() }
+        }
+        guard loop.run(mode: mode, for: .zero, returnAfterSourceHandled: false) == .finished else {
+            fail("churn: items were left in the mode after removing all \(size)")
+        }
     }
 
     /// One timed window: each thread adds its share then removes it, `repetitions` times.

@@ -1,7 +1,7 @@
 import Foundation
 import RunLoopKit
 
-/// RunLoopKit from async code (DESIGN §2b): an actor pinned to a resident thread with
+/// RunLoopKit from async code: an actor pinned to a resident thread with
 /// `ResidentThread.executor`, and a port's messages consumed with `for await` over
 /// `MessagePort.messages()`.
 extension RunLoopKitPeer {

@@ -3,7 +3,7 @@ import Foundation
 import RunLoopKit
 
 /// The `xprocess` workload for RunLoopKit: MessagePorts across a process boundary
-/// (DESIGN §4's socketpair transport), against the C SEQPACKET socketpair ping-pong.
+/// (the socketpair transport, Protocols/port-message-frame.md), against the C SEQPACKET socketpair ping-pong.
 ///
 /// The initiator (this case's process) owns port P on a ResidentThread's loop and spawns a
 /// responder process — this executable with `--xprocess-echo` — that inherits a send right
@@ -12,6 +12,10 @@ import RunLoopKit
 /// proxy and the responder echoes each message's components back through its proxy for P.
 /// One long-lived proxy each way, as a daemon and its helper would hold: a reply port per
 /// message would cost a socketpair per message.
+///
+/// Senders are pinned: each side checks that its peer's first message names a
+/// pinned process, the peer's own; later messages are pinned through their connection, which
+/// costs a check only when a handler asks for `sender.process`, and these handlers do not.
 ///
 /// Same CPU: the responder stores `sched_getcpu` in a `bench_responder_cell` (memfd shared
 /// with this process) before each echo, as the C responder does in its shared page and the
@@ -59,6 +63,9 @@ extension RunLoopKitPeer {
             guard message.msgid == helloMsgid, message.components.isEmpty,
                   let responderPort = message.replyPort, responderPort.isProxy else {
                 fail("RunLoopKit: the responder's first message was not its hello with a reply port")
+            }
+            guard let sender = message.sender, sender.process?.pid == sender.pid else {
+                fail("RunLoopKit: the responder's hello was not pinned to its process (\(String(describing: message.sender)))")
             }
             responder.port = responderPort
             // On this loop, the proxy notices the responder hanging up (its process died)
@@ -126,6 +133,9 @@ extension RunLoopKitPeer {
                       else { Payloads.sequence(of: data(of: message)) }
             guard let seq, seq == answered.value + 1 else {
                 fail("RunLoopKit responder: received ping \(seq.map(String.init) ?? "(malformed)"), expected \(answered.value + 1)")
+            }
+            if seq == 1, message.sender?.process?.pid != getppid() {
+                fail("RunLoopKit responder: the first ping was not pinned to the initiator (\(String(describing: message.sender)))")
             }
             answered.value = seq
             bench_responder_cell_answer(cell.pointer, seq)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import RunLoopKit
 
 /// RunLoopKit: MessagePorts scheduled on ResidentThreads' run loops, and
@@ -10,14 +11,17 @@ enum RunLoopKitPeer {
 
     /// Each thread has a port in its default mode; a ping carries the initiator's port
     /// as its reply port, and the responder answers through `message.replyPort`.
-    /// `idleItems`: the `idle` workload, with `IdleItems` in both threads' default mode.
-    static func pingPong(_ plan: LatencyPlan, idleItems: Bool = false) -> LatencyMeasurement {
+    /// `idle`: the `idle` workload, with that load of `IdleItems` in both threads' default mode.
+    /// `loopHealth`: the loop-health reference row (`LoopHealthOn`).
+    static func pingPong(_ plan: LatencyPlan, idle load: IdleItems.Load? = nil, loopHealth: Bool = false) -> LatencyMeasurement {
         let initiator = ResidentThread(name: "pingpong-initiator")
         let responder = ResidentThread(name: "pingpong-responder")
-        let idle = idleItems ? [IdleItems(on: initiator.runLoop), IdleItems(on: responder.runLoop)] : []
+        let idle = load.map { [IdleItems($0, on: initiator.runLoop), IdleItems($0, on: responder.runLoop)] } ?? []
+        let health = loopHealth ? LoopHealthOn([initiator.runLoop, responder.runLoop]) : nil
+        defer { health?.off() }
         let initiatorPort = makePort()
         let responderPort = makePort()
-        let trips = RoundTrips(peer: .runLoopKit, plan: plan)
+        let trips = RoundTrips(peer: loopHealth ? .runLoopKitHealth : .runLoopKit, plan: plan)
         @Sendable func ping(_ seq: UInt64) {
             send(to: responderPort, Payloads.sequence(seq), from: initiatorPort)
         }
@@ -58,6 +62,22 @@ enum RunLoopKitPeer {
         return measurement
     }
 
+    /// `throughput` received by a batch handler: each pass's messages in one call, each taken out
+    /// of the queue and owned by the receiver, checked as the handler's row checks them.
+    static func batchThroughput(_ plan: StreamPlan) -> StreamMeasurement {
+        let receiver = ResidentThread(name: "stream-receiver")
+        let port = makePort(queueLimit: plan.queueLimit)
+        let stream = StreamReceiver(peer: .runLoopKitBatch)
+        port.setBatchHandler { batch in
+            while let message = batch.next() { stream.receive(data(of: message)) }
+        }
+        receiver.runLoop.add(port, forMode: .default)
+        let measurement = stream.measure(plan) { payload in send(to: port, payload, from: nil) }
+        port.invalidate()
+        receiver.stop()
+        return measurement
+    }
+
     /// Four sender threads send to one port with the plan's bound, scheduled on a resident
     /// thread; each blocks in `send` while the queue is full.
     static func fanIn(_ plan: StreamPlan) -> StreamMeasurement {
@@ -72,9 +92,12 @@ enum RunLoopKitPeer {
         return measurement
     }
 
-    static func wakeUp(_ plan: LatencyPlan) -> LatencyMeasurement {
+    static func wakeUp(_ plan: LatencyPlan, loopHealth: Bool = false) -> LatencyMeasurement {
         let target = ResidentThread(name: "wakeup-target")
-        let wakeups = Wakeups(peer: .runLoopKit)
+        // The poster's loop never runs: watched, it is idle throughout.
+        let health = loopHealth ? LoopHealthOn([target.runLoop, ThreadRunLoop.current]) : nil
+        defer { health?.off() }
+        let wakeups = Wakeups(peer: loopHealth ? .runLoopKitHealth : .runLoopKit)
         let measurement = wakeups.measure(plan) { seq in perform(on: target) { wakeups.blockRan(seq) } }
         target.stop()
         return measurement
@@ -109,5 +132,36 @@ enum RunLoopKitPeer {
             fail("RunLoopKit: a message arrived with msgid \(message.msgid) and \(message.components.count) components")
         }
         return payload
+    }
+}
+
+/// The loop-health reference: a slow-callout handler (10 ms) on each loop and one `HangWatch`
+/// (10 ms) over all of them, as the loop-health bar measures. The handlers only count:
+/// on a shared VM a preempted callout can take 10 ms, which says nothing about the hook's cost.
+final class LoopHealthOn: Sendable {
+    static let threshold = Duration.milliseconds(10)
+    private let loops: [ThreadRunLoop]
+    private let watch: HangWatch
+    private let reports: Reports
+
+    private final class Reports: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    init(_ loops: [ThreadRunLoop]) {
+        self.loops = loops
+        let reports = Reports()
+        self.reports = reports
+        for loop in loops {
+            loop.setSlowCalloutHandler(threshold: Self.threshold) { _ in reports.count.add(1, ordering: .relaxed) }
+        }
+        watch = HangWatch(loops: loops, threshold: Self.threshold) { _, _ in reports.count.add(1, ordering: .relaxed) }
+    }
+
+    func off() {
+        watch.stop()
+        for loop in loops { loop.setSlowCalloutHandler(threshold: Self.threshold, nil) }
+        let count = reports.count.load(ordering: .relaxed)
+        if count > 0 { FileHandle.standardError.write(Data("loop health: \(count) report(s) of 10 ms stalls (preemption)\n".utf8)) }
     }
 }

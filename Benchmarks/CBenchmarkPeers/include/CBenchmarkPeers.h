@@ -52,6 +52,11 @@ int bench_current_tid(void);
 /// that every sample wakes a sleeping target, whatever its framework does after a block.
 void bench_wait_until_asleep(int tid);
 
+/// Turns callgrind's event collection on or off (CALLGRIND_TOGGLE_COLLECT) when the process
+/// runs under `valgrind --tool=callgrind`; a no-op otherwise, and where valgrind's headers were
+/// missing at build time. The churn workload counts the instructions of its operations so.
+void bench_callgrind_toggle_collect(void);
+
 /// Resident set size now, from /proc/self/statm, read without allocating.
 uint64_t bench_rss_bytes(void);
 
@@ -202,6 +207,25 @@ void bench_socketpair_epoll_xprocess(const bench_latency_plan *plan, bench_laten
 /// with SCM_CREDENTIALS, the pid checked): the floor under a loop that reports a
 /// kernel-verified sender with each message.
 void bench_socketpair_epoll_credentials_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// The same, each side also receiving a pidfd of every packet's sender (SO_PASSPIDFD: an
+/// SCM_PIDFD per packet, installed by the kernel and closed by the receiver): the floor under a
+/// loop that would pin each sender per message.
+void bench_socketpair_epoll_pidfd_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// An sd-bus peer-to-peer method call (libsystemd, no broker) between two processes over a
+/// socketpair: the initiator calls `Echo(t) -> t` on the responder's object with
+/// sd_bus_call_method, the responder answers from its sd_bus_process loop. What a C daemon
+/// author would use instead of a port.
+void bench_sdbus_p2p_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// The same method call through a private `dbus-daemon --session` started for the run (the
+/// responder owns a well-known name there): D-Bus as most daemons use it. Fails with a failure
+/// string naming the reason when dbus-daemon cannot be started (`bench_dbus_daemon_available`).
+void bench_sdbus_broker_xprocess(const bench_latency_plan *plan, bench_latency_result *result);
+
+/// Whether `dbus-daemon` can be found on PATH (the broker row is skipped, with a note, if not).
+int bench_dbus_daemon_available(void);
 
 /// Ping-pong, two threads each running its own sd_event loop (libsystemd) with an io
 /// source on its eventfd; handlers read the ping and write the pong.

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/vfs.h>
 #include <time.h>
 
 /// FUTEX_WAIT_PRIVATE: sleeps while `*word == expected`, at most `timeout_ns` (`< 0`: forever).
@@ -68,14 +69,19 @@ struct crlk_record {
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    /// 1 when the record came with one SCM_PIDFD message (the receive end has SO_PASSPIDFD set,
+    /// Linux 6.5+): `pidfd` is then a close-on-exec pidfd of the sending process, now owned by
+    /// the caller, or minus the errno of the kernel's failure to make one (ESRCH, EMFILE).
+    int has_pidfd;
+    int pidfd;
 };
 
 /// recvmmsg(2) of up to `count` (at most 8) records — recvmsg(2) when `count` is 1, which costs
 /// less for the same work — into the callers' buffers, each with room for
 /// up to `max_fds` SCM_RIGHTS descriptors (received close-on-exec; extra ones are closed and
-/// flagged in `unexpected_control`, as is ancillary data other than SCM_RIGHTS and one
-/// SCM_CREDENTIALS, whose pid/uid/gid fill the record's credential fields; a descriptor that
-/// came in any other control message (SCM_PIDFD) is closed).
+/// flagged in `unexpected_control`, as is ancillary data other than SCM_RIGHTS, one
+/// SCM_CREDENTIALS, whose pid/uid/gid fill the record's credential fields, and one SCM_PIDFD,
+/// which fills `pidfd`; a descriptor that came in a second SCM_PIDFD is closed).
 /// Returns how many arrived (fewer than `count` means none was left, with MSG_DONTWAIT),
 /// or -1 with errno (EAGAIN when none was queued).
 int crlk_recvmmsg_fds(int fd, struct crlk_record *records, int count, int flags);
@@ -89,6 +95,14 @@ int crlk_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// (the kernel refuses claims the caller's privileges do not cover with EPERM). Returns what
 /// sendmsg(2) returns.
 ssize_t crlk_send_with_credentials(int fd, const void *buf, size_t len, pid_t pid, uid_t uid, gid_t gid, int flags);
+
+/// pidfd_open(2) (Linux 5.3+; glibc declares no wrapper before 2.36): a close-on-exec pidfd
+/// of process `pid`. Returns the descriptor, or -1 with errno (ESRCH: no such process).
+int crlk_pidfd_open(pid_t pid);
+
+/// pidfd_send_signal(2) (Linux 5.1+): sends `signal` to the process `pidfd` names — never to
+/// another that reuses its pid. Returns 0, or -1 with errno (ESRCH once it has exited).
+int crlk_pidfd_send_signal(int pidfd, int signal);
 
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC (glibc declares accept4 only under _GNU_SOURCE).
 int crlk_accept_nonblocking(int fd);

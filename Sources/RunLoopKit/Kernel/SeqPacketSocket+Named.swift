@@ -65,7 +65,7 @@ extension SeqPacketSocket {
         let batch = ReceiveBatch(capacity: 1, bytesPerRecord: capacity + 1, descriptorsPerRecord: 4)
         guard let count = try receive(into: batch, upTo: 1), count == 1 else { return nil }
         let record = batch[0]
-        for descriptor in record.descriptors { descriptor.close() }
+        record.closeDescriptors()
         let extras = !record.descriptors.isEmpty || record.truncated || record.descriptorsTruncated || record.unexpectedControl
         return (Array(record.bytes), record.credentials, extras)
     }

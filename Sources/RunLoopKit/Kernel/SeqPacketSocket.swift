@@ -130,7 +130,7 @@ final class ReceiveBatch {
                 fds: UnsafeMutablePointer<Int32>.allocate(capacity: descriptorsPerRecord),
                 max_fds: Int32(descriptorsPerRecord),
                 length: 0, fd_count: 0, msg_flags: 0, unexpected_control: 0,
-                has_credentials: 0, pid: 0, uid: 0, gid: 0)
+                has_credentials: 0, pid: 0, uid: 0, gid: 0, has_pidfd: 0, pidfd: -1)
         }
     }
 
@@ -152,8 +152,17 @@ final class ReceiveBatch {
         var unexpectedControl: Bool
         /// The sending process as the kernel reports it (the receive end has SO_PASSCRED set).
         var credentials: Credentials?
+        /// The sending process as a pidfd (the receive end has SO_PASSPIDFD set), now owned by
+        /// the caller, or why the kernel could not make one.
+        var process: Result<ProcessDescriptor, Errno>?
         /// The peer closed its end: a zero-length record with no descriptors.
         var endOfStream: Bool { bytes.isEmpty && descriptors.isEmpty && !truncated }
+
+        /// Closes every descriptor the record brought: a record that is dropped.
+        func closeDescriptors() {
+            for descriptor in descriptors { descriptor.close() }
+            if case .success(let process)? = process { process.close() }
+        }
     }
 
     subscript(index: Int) -> Record {
@@ -166,6 +175,18 @@ final class ReceiveBatch {
             descriptorsTruncated: record.msg_flags & Int32(MSG_CTRUNC) != 0,
             unexpectedControl: record.unexpected_control != 0,
             credentials: record.has_credentials != 0
-                ? Credentials(pid: record.pid, uid: record.uid, gid: record.gid) : nil)
+                ? Credentials(pid: record.pid, uid: record.uid, gid: record.gid) : nil,
+            process: record.has_pidfd != 0 ? Self.process(record.pidfd) : nil)
+    }
+
+    /// An SCM_PIDFD's value: a pidfd, or minus the errno of the kernel's failure to make one.
+    private static func process(_ value: Int32) -> Result<ProcessDescriptor, Errno> {
+        guard value >= 0 else { return .failure(Errno(rawValue: -value)) }
+        let process = ProcessDescriptor(adopting: FileDescriptor(rawValue: value))
+        if let fault = KernelFault.injected(into: .receivedPidfd) {
+            process.close()
+            return .failure(fault)
+        }
+        return .success(process)
     }
 }

@@ -1,11 +1,13 @@
 /// The named-port handshake (Protocols/named-ports.md §4): one record each way before the
 /// connection carries frames. The connecting process sends HELLO with the name it wants; the
-/// owner answers WELCOME (the connection is now a send right), DENIED (access refused) or
-/// UNKNOWN_NAME (another name owns this address), and closes the connection unless WELCOME.
+/// owner answers WELCOME (the connection is now a send right), DENIED (access refused),
+/// UNKNOWN_NAME (another name owns this address) or TOO_MANY_CONNECTIONS (the connecting user
+/// holds as many connections to the name as the owner allows one user), and closes the
+/// connection unless WELCOME.
 ///
 ///     0  4  magic "RLKN" (52 4C 4B 4E)
 ///     4  1  version (1)
-///     5  1  kind: 1 HELLO, 2 WELCOME, 3 DENIED, 4 UNKNOWN_NAME
+///     5  1  kind: 1 HELLO, 2 WELCOME, 3 DENIED, 4 UNKNOWN_NAME, 5 TOO_MANY_CONNECTIONS
 ///     6  1  name length n (HELLO: 1–100; the answers: 0)
 ///     7  1  reserved, zero
 ///     8  n  the name (HELLO only)
@@ -16,6 +18,7 @@ package enum Handshake: Equatable, Sendable {
     case welcome
     case denied
     case unknownName
+    case tooManyConnections
 
     static let magic: [UInt8] = [0x52, 0x4C, 0x4B, 0x4E]
     static let version: UInt8 = 1
@@ -29,6 +32,7 @@ package enum Handshake: Equatable, Sendable {
         case .welcome: 2
         case .denied: 3
         case .unknownName: 4
+        case .tooManyConnections: 5
         }
     }
 
@@ -39,7 +43,7 @@ package enum Handshake: Equatable, Sendable {
     }
 
     /// Which records a side accepts: the owner reads only HELLO, the connecting side only the
-    /// three answers.
+    /// four answers.
     package enum Expected {
         case hello, answer
     }
@@ -53,7 +57,7 @@ package enum Handshake: Equatable, Sendable {
         let kind = bytes[5]
         switch expected {
         case .hello: guard kind == 1 else { throw .unexpectedKind }
-        case .answer: guard (2...4).contains(kind) else { throw .unexpectedKind }
+        case .answer: guard (2...5).contains(kind) else { throw .unexpectedKind }
         }
         guard bytes[7] == 0 else { throw .reservedBytes }
         let length = Int(bytes[6])
@@ -65,7 +69,12 @@ package enum Handshake: Equatable, Sendable {
             return .hello(name: name)
         default:
             guard length == 0 else { throw .invalidName }
-            return kind == 2 ? .welcome : kind == 3 ? .denied : .unknownName
+            switch kind {
+            case 2: return .welcome
+            case 3: return .denied
+            case 4: return .unknownName
+            default: return .tooManyConnections
+            }
         }
     }
 }

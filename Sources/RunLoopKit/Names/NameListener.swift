@@ -15,6 +15,7 @@ import Glibc
 final class NameListener: Sendable {
     let name: PortName
     let access: MessagePort.Access
+    let limits: MessagePort.NameLimits
 
     /// How long a connection may wait before its HELLO arrives.
     static let helloTimeout: Duration = .seconds(5)
@@ -48,9 +49,11 @@ final class NameListener: Sendable {
     /// Connections accepted and waiting for their HELLO (at most `maximumPending`). Any thread; a lock.
     var pendingCount: Int { state.withLock { $0.pending.count } }
 
-    init(port: MessagePort, name: PortName, listener: UnixListener, access: MessagePort.Access) throws(Errno) {
+    init(port: MessagePort, name: PortName, listener: UnixListener, access: MessagePort.Access,
+         limits: MessagePort.NameLimits) throws(Errno) {
         self.name = name
         self.access = access
+        self.limits = limits
         self.listener = listener
         timer = try TimerFD()
         self.port = port
@@ -114,7 +117,7 @@ final class NameListener: Sendable {
                 // Out of descriptors: a level-triggered listener would wake the loop at once,
                 // over and over. Stop listening for a moment, and say why.
                 pauseAccepting(of: port)
-                port.reportTransportError(.resourceExhausted(errno: error.rawValue))
+                port.reportTransportError(MessagePort.TransportReport(error: .resourceExhausted(errno: error.rawValue)))
                 return
             }
         }
@@ -123,15 +126,18 @@ final class NameListener: Sendable {
 
     /// What a readable pending connection came to.
     private enum HelloOutcome {
-        case accepted
+        case accepted(PortConnection)
         /// The peer closed, or the answer could not be sent: dropped without a report.
         case closedQuietly
-        case refused(PortError)
+        case refused(MessagePort.TransportReport)
     }
 
     private func helloReadable(_ socket: SeqPacketSocket) {
         guard let port else { return }
         let fd = socket.descriptor.rawValue
+        // Read before `state` (whose lock is taken after the port's): only this thread, the
+        // loop's, changes them, so they are current when the HELLO is answered.
+        let connectionsByUser = port.namedConnectionsByUser
         let result: (Pending, HelloOutcome)? = state.withLock { state in
             guard !state.closed, let pending = state.pending[fd] else { return nil }
             let record: (bytes: [UInt8], credentials: Credentials?, extras: Bool)?
@@ -143,45 +149,74 @@ final class NameListener: Sendable {
             }
             guard let record else { return nil }
             state.pending[fd] = nil
-            return (pending, answer(record, peer: socket.peerCredentials, on: socket))
+            return (pending, answer(record, on: socket, connectionsByUser: connectionsByUser))
         }
         guard let (pending, outcome) = result else { return }
         unregister(pending, from: port)
         switch outcome {
-        case .accepted:
-            if !port.addConnection(pending.socket, policy: access) { pending.socket.close() }
+        case .accepted(let connection):
+            if !port.addConnection(connection) { pending.socket.close() }
         case .closedQuietly:
             pending.socket.close()
-        case .refused(let error):
+        case .refused(let report):
             pending.socket.close()
-            port.reportTransportError(error)
+            port.reportTransportError(report)
         }
         rearmTimer()
     }
 
     /// Decides on a HELLO record and sends the answer (with `state` held).
-    private func answer(_ record: (bytes: [UInt8], credentials: Credentials?, extras: Bool),
-                        peer: Credentials?, on socket: SeqPacketSocket) -> HelloOutcome {
+    private func answer(_ record: (bytes: [UInt8], credentials: Credentials?, extras: Bool), on socket: SeqPacketSocket,
+                        connectionsByUser: [UInt32: Int]) -> HelloOutcome {
         if record.bytes.isEmpty && !record.extras { return .closedQuietly }
-        if record.extras { return .refused(.handshakeFailed(.unexpectedControlMessage)) }
-        guard let sender = record.credentials else { return .refused(.handshakeFailed(.missingCredentials)) }
+        let connector = Self.connector(of: socket)
+        func refused(_ error: PortError, sender: MessagePort.Sender? = nil) -> HelloOutcome {
+            .refused(MessagePort.TransportReport(error: error, sender: sender, connector: connector))
+        }
+        if record.extras { return refused(.handshakeFailed(.unexpectedControlMessage)) }
+        guard let credentials = record.credentials, let connector else {
+            return refused(.handshakeFailed(.missingCredentials))
+        }
+        // The HELLO is the connection's first record: its sender is pinned as a frame's would be.
+        let connection = PortConnection(accepted: socket, access: access, connector: connector)
+        let sender = connection.sender(credentials, process: nil)
         let hello: Handshake
-        do { hello = try Handshake.decode(record.bytes, expecting: .hello) } catch { return .refused(.handshakeFailed(error)) }
+        do { hello = try Handshake.decode(record.bytes, expecting: .hello) } catch {
+            return refused(.handshakeFailed(error), sender: sender)
+        }
         guard case .hello(let wanted) = hello, wanted == name.bytes else {
             try? socket.send(Handshake.unknownName.encode())
-            return .refused(.handshakeFailed(.wrongName))
+            return refused(.handshakeFailed(.wrongName), sender: sender)
         }
         // Both the process that connected and the one that said HELLO must be admitted.
-        guard access.admits(sender), let peer, access.admits(peer) else {
+        guard access.admits(sender), access.admits(connector) else {
             try? socket.send(Handshake.denied.encode())
-            return .refused(.accessDenied)
+            return refused(.accessDenied, sender: sender)
+        }
+        // Only CAP_SYS_ADMIN can claim another process's pid (§3.32).
+        if sender.pid == MessagePort.Sender.thisProcess && connector.pid != MessagePort.Sender.thisProcess {
+            try? socket.send(Handshake.denied.encode())
+            return refused(.forgedCredentials, sender: sender)
+        }
+        if connectionsByUser[connector.uid, default: 0] >= limits.connectionsPerUser {
+            try? socket.send(Handshake.tooManyConnections.encode())
+            return refused(.tooManyConnections, sender: sender)
         }
         do {
             try socket.send(Handshake.welcome.encode())
         } catch {
             return .closedQuietly
         }
-        return .accepted
+        return .accepted(connection)
+    }
+
+    /// The process that connected `socket`, as the kernel recorded it at connect(2) (SO_PEERCRED),
+    /// pinned by SO_PEERPIDFD where the kernel can (Linux 6.5+; a connector already reaped is
+    /// unpinned before 6.16). Nil when the kernel says nothing (the socket failed).
+    private static func connector(of socket: SeqPacketSocket) -> MessagePort.Sender? {
+        guard let credentials = socket.peerCredentials else { return nil }
+        let process = try? socket.peerProcess()
+        return MessagePort.Sender(credentials, pin: process.map { .exact(PinnedProcess(adopting: $0, pid: credentials.pid)) })
     }
 
     private func timerFired() {
@@ -229,11 +264,13 @@ final class NameListener: Sendable {
         }
     }
 
-    /// Drops a connection taken out of `pending`: unregisters, closes, reports.
+    /// Drops a connection taken out of `pending`: unregisters, closes, reports with the process
+    /// that connected.
     private func finish(_ pending: Pending, of port: MessagePort, reporting error: PortError) {
         unregister(pending, from: port)
+        let connector = Self.connector(of: pending.socket)
         pending.socket.close()
-        port.reportTransportError(error)
+        port.reportTransportError(MessagePort.TransportReport(error: error, connector: connector))
     }
 
     private func unregister(_ pending: Pending, from port: MessagePort) {

@@ -3,7 +3,7 @@ import Glibc
 #endif
 import FoundationEssentials
 
-/// The cross-process transport (DESIGN §4, Protocols/port-message-frame.md): send rights as
+/// The cross-process transport (Protocols/port-message-frame.md): send rights as
 /// SOCK_SEQPACKET socket ends, proxies that write frames, and the owning side reading frames
 /// into the same queue local senders use.
 extension MessagePort {
@@ -31,7 +31,7 @@ extension MessagePort {
         do { (mine, theirs) = try SeqPacketSocket.makePair(inheritable: inheritable) } catch { throw Self.portError(error) }
         // Before the other end exists anywhere else: every frame read from it names its sender.
         mine.setPassCredentials()
-        guard addConnection(mine, policy: nil) else {
+        guard addConnection(PortConnection(madeHere: mine)) else {
             mine.close()
             theirs.close()
             throw .invalidPort
@@ -39,21 +39,22 @@ extension MessagePort {
         return theirs
     }
 
-    /// Makes `socket` one of this port's connections and registers it in the port's modes;
-    /// false (the caller closes it) when the port is invalid. With a `policy`, every frame's
-    /// sender must be admitted by it (checked on the loop thread, which alone calls this with one).
-    func addConnection(_ socket: SeqPacketSocket, policy: MessagePort.Access?) -> Bool {
-        let added: (PortConnections.Connection, PortConnections)? = lock.withLock {
+    /// Makes `connection` one of this port's connections and registers it in the port's modes;
+    /// false (the caller closes it) when the port is invalid. A named connection's policy is then
+    /// checked for every frame (on the loop thread, which alone adds named connections).
+    func addConnection(_ connection: PortConnection) -> Bool {
+        let connections: PortConnections? = lock.withLock {
             guard membership.isValid else { return nil }
             if state.connections == nil { state.connections = PortConnections() }
-            if let policy { state.connections!.policies[socket.descriptor.rawValue] = policy }
-            return (state.connections!.add(socket), state.connections!)
+            if state.refusesPortComponents { connection.acceptDescriptors(false) }
+            state.connections!.add(connection)
+            return state.connections!
         }
-        guard let (connection, connections) = added else { return false }
+        guard let connections else { return false }
         // Unless the loop already dropped it (a peer that hung up at once, seen through a mode
         // that registered it meanwhile): its descriptor may be closed by now.
         membership.loop?.addRegistration(registration(of: connection, in: connections), for: self) {
-            lock.withLock { state.connections?.sockets[socket.descriptor.rawValue]?.token == connection.token }
+            lock.withLock { state.connections?.sockets[connection.socket.descriptor.rawValue] === connection }
         }
         return true
     }
@@ -97,12 +98,15 @@ extension MessagePort {
     /// all closed (a connection counts until its descriptor is closed). Any thread; a lock.
     public var connectionCount: Int { lock.withLock { state.connections?.openCount ?? 0 } }
 
-    /// Sets a closure told about dropped connections (`.malformedFrame(reason)` for a frame
-    /// that broke the protocol, `.resourceExhausted` when received descriptors could not be
-    /// installed). It runs on the receiving loop's thread. Without one, a line goes to stderr.
+    /// Sets a closure told about dropped connections and refused frames (`.malformedFrame(reason)`
+    /// for a frame that broke the protocol, `.resourceExhausted` when received descriptors could
+    /// not be installed, `.accessDenied`, `.portsRefused`, …). It runs on the receiving loop's
+    /// thread. Without one, a line goes to stderr. Replaces a handler set with
+    /// `setTransportReportHandler(_:)`, which also says who sent what was refused.
     /// Any thread; a lock.
     public func setTransportErrorHandler(_ handler: (@Sendable (PortError) -> Void)?) {
-        lock.withLock { state.transportErrorHandler = handler }
+        guard let handler else { return setTransportReportHandler(nil) }
+        setTransportReportHandler { report in handler(report.error) }
     }
 
     // MARK: - Sending through a proxy
@@ -179,6 +183,9 @@ extension MessagePort {
                 guard isValid else { return .invalidPort }
             case EMSGSIZE:
                 return .messageTooLarge(limit: Self.maximumFrameSize)
+            case EPERM where !descriptors.isEmpty:
+                // The owner's end refuses descriptors (SO_PASSRIGHTS off: acceptsPortComponents).
+                return .portsRefused
             case ENOBUFS, ENOMEM, ETOOMANYREFS:
                 return .resourceExhausted(errno: error.rawValue)
             default:
@@ -213,151 +220,207 @@ extension MessagePort {
 
     // MARK: - Receiving on the owner's loop
 
-    /// A connection's readiness report: frames may be waiting on `socket`. Loop thread only; the
+    /// A connection's readiness report: frames may be waiting on it. Loop thread only; the
     /// loop then services the port, whose `readConnections` checks for a receiver and room.
-    func connectionBecameReadable(_ socket: SeqPacketSocket, of connections: PortConnections) {
-        connections.markPending(socket)
+    func connectionBecameReadable(_ connection: PortConnection, of connections: PortConnections) {
+        connections.markPending(connection)
         // Read (under the lock) by a thread setting a receiver, which then tells the loop
         // if the loop found no receiver and left the connection pending.
         connectionsPending.store(true, ordering: .sequentiallyConsistent)
     }
 
     /// Reads waiting frames (while the queue has room and a receiver is set) and delivers up
-    /// to `limit` messages. Loop thread only.
-    func service(upTo limit: Int) -> Int {
-        let direct = readConnections(budget: limit)
+    /// to `limit` messages, one callout of `loop` each. Loop thread only.
+    func service(upTo limit: Int, on loop: ThreadRunLoop) -> Int {
+        let direct = readConnections(budget: limit, on: loop)
         // After a frame went straight to the receiver there is usually nothing queued: the
         // flag says so without the lock.
         guard direct < limit, direct == 0 || hasDeliverableMessages else { return direct }
-        return direct + deliver(upTo: limit - direct)
+        return direct + deliver(upTo: limit - direct, on: loop)
     }
 
     /// Reads one frame from each connection reported readable, while the queue has room and a
     /// receiver (or a `messages()` consumer) is set; parks the connections it cannot read. A frame that finds nothing queued
     /// before it is delivered at once, up to `budget` of them; the others are queued. Returns
     /// how many were delivered. Loop thread only.
-    private func readConnections(budget: Int) -> Int {
+    private func readConnections(budget: Int, on loop: ThreadRunLoop) -> Int {
         guard connectionsPending.load(ordering: .relaxed) else { return 0 }
         var room = 0
         let connections: PortConnections? = lock.withLock {
             guard membership.isValid, let connections = state.connections else { return nil }
-            room = state.readsFrames ? queueLimit - queue.count : 0
+            room = state.readsFrames ? queueLimit - inbox.count : 0
             return connections
         }
         guard let connections else { return 0 }
+        // Frames that found no room (senders in this process filled the queue after the loop
+        // looked) go first, before their connections are read again.
+        while room > 0, !connections.held.isEmpty, let position = claimForFrame() {
+            inbox.slot(at: position).initialize(to: connections.held.popFirst()!)
+            publish(position)
+            room = queueLimit - inbox.count
+        }
+        if !connections.held.isEmpty { room = 0 }
         var delivered = 0
         swap(&connections.pending, &connections.reading)
-        while let socket = connections.reading.popFirst() {
+        while let connection = connections.reading.popFirst() {
             if room > 0 {
-                unpark(socket, of: connections)
-                delivered += readFrame(from: socket, of: connections, room: &room, deliverNow: delivered < budget)
+                unpark(connection, of: connections)
+                delivered += readFrame(from: connection, of: connections, room: &room, deliverNow: delivered < budget, on: loop)
             } else {
-                park(socket, of: connections)
+                park(connection, of: connections)
             }
         }
-        connectionsPending.store(!connections.pending.isEmpty, ordering: .sequentiallyConsistent)
+        connectionsPending.store(!connections.pending.isEmpty || !connections.held.isEmpty, ordering: .sequentiallyConsistent)
         return delivered
     }
 
     /// Unregisters a connection that cannot be read now, and keeps it pending: a receiver being
     /// set, or room being made, makes the port deliverable, and the loop reads it then.
-    private func park(_ socket: SeqPacketSocket, of connections: PortConnections) {
-        connections.markPending(socket)
-        let connection: PortConnections.Connection? = lock.withLock {
-            guard !connections.parked.contains(socket), let connection = connections.sockets[socket.descriptor.rawValue] else {
-                return nil
-            }
-            connections.parked.append(socket)
-            return connection
+    private func park(_ connection: PortConnection, of connections: PortConnections) {
+        connections.markPending(connection)
+        let parked: Bool = lock.withLock {
+            guard !connections.parked.contains(where: { $0 === connection }),
+                  connections.sockets[connection.socket.descriptor.rawValue] === connection else { return false }
+            connections.parked.append(connection)
+            return true
         }
-        if let connection { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
+        if parked { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
     }
 
     /// Registers a parked connection again, now that it can be read (a no-op for one that is
     /// not parked, the usual case, which costs no lock).
-    private func unpark(_ socket: SeqPacketSocket, of connections: PortConnections) {
+    private func unpark(_ connection: PortConnection, of connections: PortConnections) {
         guard !connections.parked.isEmpty else { return }
-        let connection: PortConnections.Connection? = lock.withLock {
-            guard let index = connections.parked.firstIndex(of: socket) else { return nil }
+        let unparked: Bool = lock.withLock {
+            guard let index = connections.parked.firstIndex(where: { $0 === connection }) else { return false }
             connections.parked.remove(at: index)
-            return connections.sockets[socket.descriptor.rawValue]
+            return connections.sockets[connection.socket.descriptor.rawValue] === connection
         }
-        guard let connection else { return }
+        guard unparked else { return }
         membership.loop?.addRegistration(registration(of: connection, in: connections), for: self) {
-            lock.withLock { connections.sockets[socket.descriptor.rawValue] != nil && !connections.parked.contains(socket) }
+            lock.withLock {
+                connections.sockets[connection.socket.descriptor.rawValue] === connection
+                    && !connections.parked.contains { $0 === connection }
+            }
         }
     }
 
     /// Reads one frame, if one is waiting. With `deliverNow`, a frame that finds the queue
-    /// empty (and no batch of this port being delivered further up the stack) goes straight to
-    /// the receiver — it cannot overtake anything — and 1 is returned; otherwise it is queued.
+    /// drained (and no batch of this port being delivered further up the stack) goes straight to
+    /// a handler or delegate — it cannot overtake anything — as a callout of `loop`, and 1 is
+    /// returned; otherwise it is queued, or held if the queue filled up since the loop looked.
     /// `room` is the queue's free space, kept current. A closed, failed or misbehaving
     /// connection is dropped: a zero-length record is the peer closing (or breaking the rule
     /// that frames are never empty), and a malformed frame ends its connection too.
-    private func readFrame(from socket: SeqPacketSocket, of connections: PortConnections,
-                           room: inout Int, deliverNow: Bool) -> Int {
+    private func readFrame(from connection: PortConnection, of connections: PortConnections,
+                           room: inout Int, deliverNow: Bool, on loop: ThreadRunLoop) -> Int {
         let batch = connections.batch
         let count: Int?
         do {
-            count = try socket.receive(into: batch, upTo: 1)
+            count = try connection.socket.receive(into: batch, upTo: 1)
         } catch {
-            drop(socket, of: connections, reporting: nil)
+            drop(connection, of: connections, reporting: nil)
             return 0
         }
         guard count == 1 else { return 0 }
         let record = batch[0]
         if record.endOfStream {
-            drop(socket, of: connections, reporting: nil)
+            record.closeDescriptors()
+            drop(connection, of: connections, reporting: nil)
             return 0
         }
-        // A connection made through a published name: its access policy holds for every frame,
-        // whoever holds the socket now (named-ports.md §5).
-        if !connections.policies.isEmpty, let policy = connections.policies[socket.descriptor.rawValue],
-           !(record.credentials.map(policy.admits) ?? false) {
+        let sender = record.credentials.map { connection.sender($0, process: record.process) }
+        if record.credentials == nil, case .success(let process)? = record.process { process.close() }
+        // Only a named connection or a frame with descriptors can be refused here: the usual
+        // frame skips the call.
+        if connection.named != nil || !record.descriptors.isEmpty, let refusal = refusal(of: record, from: sender, on: connection) {
             for descriptor in record.descriptors { descriptor.close() }
-            drop(socket, of: connections, reporting: .accessDenied)
+            if refusal.error == .portsRefused {
+                // The frame alone is refused: the connection may carry frames without ports.
+                reportTransportError(refusal)
+            } else {
+                drop(connection, of: connections, reporting: refusal)
+            }
             return 0
         }
-        let message: Message
+        let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?)
         do {
-            message = try self.message(from: record)
+            decoded = try decode(record)
         } catch {
             for descriptor in record.descriptors { descriptor.close() }
-            drop(socket, of: connections, reporting: .malformedFrame(error))
+            drop(connection, of: connections,
+                 reporting: TransportReport(error: .malformedFrame(error), sender: sender, connector: connection.named?.connector))
             return 0
         }
+        // The sender moves into the message: copied, it cost a retain and a release of its pin.
+        let message = Message(msgid: decoded.msgid, payload: decoded.payload, replyPort: decoded.replyPort,
+                              sender: consume sender)
         lock.lock()
-        if deliverNow, queue.isEmpty, !state.delivering, membership.isValid, let receiver = state.receiver {
-            state.statistics.accepted(queued: 0)
+        if deliverNow, !state.delivering, inbox.isDrained, membership.isValid,
+           let receiver = state.receiver, receiver.takesOneAtATime {
+            state.statistics.sent &+= 1
             state.statistics.delivered &+= 1
             lock.unlock()
-            receiver.deliver(message)
+            receiver.deliver(message, from: self, on: loop)
             return 1
         }
-        if let consumer = state.waitingConsumer {
-            // A `messages()` consumer waits on an empty queue: the frame goes to it.
-            handOffLocked(message, to: consumer)
-            return 0
-        }
-        queue.append(message)
-        state.statistics.accepted(queued: queue.count)
-        refreshDeliverableLocked()
-        room = membership.isValid ? queueLimit - queue.count : 0
         lock.unlock()
+        // A frame that reaches an invalidated port is dropped like one still in its socket.
+        guard membership.isValid else { return 0 }
+        if let position = claimForFrame() {
+            inbox.slot(at: position).initialize(to: message)
+            publish(position)
+            room = queueLimit - inbox.count
+        } else {
+            connections.held.append(message)
+            room = 0
+        }
         return 0
+    }
+
+    /// Why a record read from `connection` must not be delivered, or nil. A connection made
+    /// through a published name keeps its policy for every frame, whoever holds the socket now
+    /// (named-ports.md §5.5), and no frame on it can come from this process unless this process
+    /// connected (§3.32: only CAP_SYS_ADMIN can claim another's pid). A port that refuses
+    /// port components refuses a frame with descriptors (one queued before it began to refuse,
+    /// or on a kernel without SO_PASSRIGHTS).
+    private func refusal(of record: ReceiveBatch.Record, from sender: Sender?, on connection: PortConnection) -> TransportReport? {
+        if let named = connection.named {
+            guard let sender, named.access.admits(sender) else {
+                return TransportReport(error: .accessDenied, sender: sender, connector: named.connector)
+            }
+            if sender.pid == Sender.thisProcess && named.connector.pid != Sender.thisProcess {
+                return TransportReport(error: .forgedCredentials, sender: sender, connector: named.connector)
+            }
+        }
+        if !record.descriptors.isEmpty, lock.withLock({ state.refusesPortComponents }) {
+            return TransportReport(error: .portsRefused, sender: sender, connector: connection.named?.connector)
+        }
+        return nil
+    }
+
+    /// A slot for a frame's message, claimed as a sender in this process claims one but never
+    /// waited for: nil when the queue filled up since the loop looked (or its ring could not be
+    /// made). Loop thread.
+    private func claimForFrame() -> UInt64? {
+        switch inbox.claim() {
+        case .success(let position): return position
+        case .failure(.unallocated): return lock.withLock { inbox.allocate() } ? claimForFrame() : nil
+        case .failure(.full): return nil
+        }
     }
 
     /// Decodes and validates one received record into a message whose port components are
     /// proxies. On failure nothing has taken ownership of the record's descriptors.
-    private func message(from record: ReceiveBatch.Record) throws(FrameError) -> Message {
+    private func decode(_ record: ReceiveBatch.Record) throws(FrameError) -> (msgid: UInt32, payload: Message.Payload,
+                                                                           replyPort: MessagePort?) {
         if record.truncated { throw .truncated }
         if record.descriptorsTruncated { throw .descriptorsTruncated }
         if record.unexpectedControl { throw .unexpectedControlMessage }
         let reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
-        let sender = record.credentials.flatMap(Sender.init(frameSender:))
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port components and no reply port.
-            return Message(msgid: reader.msgid, payload: reader.payload { nil }, replyPort: nil, sender: sender)
+            return (reader.msgid, reader.payload { nil }, nil)
         }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
@@ -366,29 +429,28 @@ extension MessagePort {
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
         let payload = reader.payload { proxies.next() }
-        return Message(msgid: reader.msgid, payload: payload,
-                       replyPort: reader.hasReplyPort ? proxies.next() : nil, sender: sender)
+        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil)
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.
-    private func drop(_ socket: SeqPacketSocket, of connections: PortConnections, reporting error: PortError?) {
-        let (removed, handler) = lock.withLock { (connections.remove(socket), state.transportErrorHandler) }
-        if let removed { membership.loop?.removeRegistration(registration(of: removed, in: connections), for: self) }
-        socket.close()
-        if removed != nil { lock.withLock { connections.didClose() } }
-        if let error { reportTransportError(error, to: handler) }
+    private func drop(_ connection: PortConnection, of connections: PortConnections, reporting report: TransportReport?) {
+        let (removed, handler) = lock.withLock { (connections.remove(connection), state.transportErrorHandler) }
+        if removed { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
+        connection.close()
+        if removed { lock.withLock { connections.didClose() } }
+        if let report { reportTransportError(report, to: handler) }
     }
 
-    /// Tells the transport error handler (or stderr) why a connection was dropped. Loop thread.
-    func reportTransportError(_ error: PortError) {
-        reportTransportError(error, to: lock.withLock { state.transportErrorHandler })
+    /// Tells the transport report handler (or stderr) what was refused or dropped. Loop thread.
+    func reportTransportError(_ report: TransportReport) {
+        reportTransportError(report, to: lock.withLock { state.transportErrorHandler })
     }
 
-    private func reportTransportError(_ error: PortError, to handler: (@Sendable (PortError) -> Void)?) {
+    private func reportTransportError(_ report: TransportReport, to handler: (@Sendable (TransportReport) -> Void)?) {
         if let handler {
-            handler(error)
+            handler(report)
         } else {
-            var line = Array("RunLoopKit: \(self) dropped a connection: \(error)\n".utf8)
+            var line = Array("RunLoopKit: \(self): \(report)\n".utf8)
             _ = write(STDERR_FILENO, &line, line.count)
         }
     }

@@ -50,8 +50,9 @@ extension MessagePort {
     /// local port, as the synchronous `send` does. Any thread.
     package func enqueue(_ message: Message, before deadline: ContinuousClock.Instant) throws(PortError) {
         precondition(!isProxy, "MessagePort.enqueue is for local ports, not proxies")
-        if lockIfRoom() {
-            appendLocked(message)
+        if membership.isValid, case .success(let position) = inbox.claim() {
+            inbox.slot(at: position).initialize(to: message)
+            publish(position)
         } else {
             try enqueueWaiting(message, deadline: { deadline })
         }
@@ -61,8 +62,9 @@ extension MessagePort {
     /// the queue is full. Any task.
     package func enqueue(_ message: Message) async throws(PortError) {
         precondition(!isProxy, "MessagePort.enqueue is for local ports, not proxies")
-        if lockIfRoom() {
-            appendLocked(message)
+        if membership.isValid, case .success(let position) = inbox.claim() {
+            inbox.slot(at: position).initialize(to: message)
+            publish(position)
         } else {
             try await enqueueSuspending(message)
         }

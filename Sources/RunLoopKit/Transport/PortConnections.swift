@@ -12,49 +12,52 @@
 /// which is also the only thread that closes a connection (other threads shut them down), so
 /// the lists of connections to read are the loop thread's alone.
 final class PortConnections: @unchecked Sendable {
-    struct Connection {
-        let socket: SeqPacketSocket
-        let token: UInt64
-    }
-
     // Guarded by the port's lock or confined to the loop thread (see above): the runtime's
     // exclusivity bookkeeping would only repeat that, at a cost per frame.
-    @exclusivity(unchecked) var sockets: [Int32: Connection] = [:]
+    @exclusivity(unchecked) var sockets: [Int32: PortConnection] = [:]
     /// Connections removed from `sockets` whose descriptors are not closed yet (they are
     /// unregistered first). Guarded by the port's lock.
     @exclusivity(unchecked) var closing = 0
     /// Connections reported readable (or parked) and not read since. Loop thread only.
-    @exclusivity(unchecked) var pending = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
+    @exclusivity(unchecked) var pending = RingBuffer<PortConnection>(initialCapacity: 4)
     /// The pending connections being read, swapped with `pending`. Loop thread only.
-    @exclusivity(unchecked) var reading = RingBuffer<SeqPacketSocket>(initialCapacity: 4)
+    @exclusivity(unchecked) var reading = RingBuffer<PortConnection>(initialCapacity: 4)
     /// Connections parked because they could not be read: unregistered from the loop until
     /// they can. Written only by the loop thread, with the port's lock held (registrations are
     /// computed under it on any thread), so the loop thread may also read it without the lock.
-    @exclusivity(unchecked) var parked: [SeqPacketSocket] = []
-    /// Access policies of the connections made through a published name, by descriptor. Written
-    /// and read on the loop thread only (they are accepted and dropped there).
-    @exclusivity(unchecked) var policies: [Int32: MessagePort.Access] = [:]
+    @exclusivity(unchecked) var parked: [PortConnection] = []
+    /// Open connections made through a published name, by the uid of the process that connected
+    /// (`NameLimits.connectionsPerUser`). Guarded by the port's lock.
+    @exclusivity(unchecked) var namedByUser: [UInt32: Int] = [:]
+    /// Messages of frames read when the port's queue had no room left for them (senders in this
+    /// process filled it after the loop looked), in the order read: queued before any connection
+    /// is read again. Loop thread only.
+    @exclusivity(unchecked) var held = RingBuffer<MessagePort.Message>(initialCapacity: 1)
     /// The receive buffer. Used on the loop thread only. Pages of the 64 KiB buffer that small
     /// frames never touch never become resident.
     let batch = ReceiveBatch(capacity: 1, bytesPerRecord: PortFrame.maximumFrameSize + 1,
                              descriptorsPerRecord: PortFrame.maximumDescriptors)
 
-    /// Adds a connection; returns it for registration in the port's modes.
-    func add(_ socket: SeqPacketSocket) -> Connection {
-        let connection = Connection(socket: socket, token: Source1Token.next())
-        sockets[socket.descriptor.rawValue] = connection
-        return connection
+    /// Adds a connection (lock held), for registration in the port's modes.
+    func add(_ connection: PortConnection) {
+        sockets[connection.socket.descriptor.rawValue] = connection
+        if let uid = connection.named?.connector.uid { namedByUser[uid, default: 0] += 1 }
     }
 
     /// Forgets one connection (lock held, loop thread). The caller unregisters it, closes it,
-    /// then calls `didClose()`.
-    func remove(_ socket: SeqPacketSocket) -> Connection? {
-        pending.removeAll { $0 == socket }
-        parked.removeAll { $0 == socket }
-        if !policies.isEmpty { policies[socket.descriptor.rawValue] = nil }
-        let removed = sockets.removeValue(forKey: socket.descriptor.rawValue)
-        if removed != nil { closing += 1 }
-        return removed
+    /// then calls `didClose()`. False when it was not one of them.
+    func remove(_ connection: PortConnection) -> Bool {
+        pending.removeAll { $0 === connection }
+        parked.removeAll { $0 === connection }
+        guard sockets.removeValue(forKey: connection.socket.descriptor.rawValue) != nil else { return false }
+        if let uid = connection.named?.connector.uid { forgetNamed(of: uid) }
+        closing += 1
+        return true
+    }
+
+    private func forgetNamed(of uid: UInt32) {
+        let count = namedByUser[uid, default: 1] - 1
+        namedByUser[uid] = count > 0 ? count : nil
     }
 
     /// A removed connection's descriptor is closed (lock held).
@@ -65,9 +68,9 @@ final class PortConnections: @unchecked Sendable {
 
     /// Records a readiness report (loop thread); a connection is listed once. Reports come only
     /// for registered connections: a dropped one is unregistered before the loop looks again.
-    func markPending(_ socket: SeqPacketSocket) {
-        guard !pending.contains(where: { $0 == socket }) else { return }
-        pending.append(socket)
+    func markPending(_ connection: PortConnection) {
+        guard !pending.contains(where: { $0 === connection }) else { return }
+        pending.append(connection)
     }
 
     func shutdownAll() {
@@ -75,15 +78,16 @@ final class PortConnections: @unchecked Sendable {
     }
 
     func closeAll() {
-        for connection in sockets.values { connection.socket.close() }
+        for connection in sockets.values { connection.close() }
         sockets.removeAll()
         pending.removeAll()
         parked.removeAll()
-        policies.removeAll()
+        namedByUser.removeAll()
+        held.removeAll()
     }
 
     /// The registered (not parked) connections (lock held).
-    var registered: some Sequence<Connection> {
-        sockets.values.lazy.filter { !self.parked.contains($0.socket) }
+    var registered: some Sequence<PortConnection> {
+        sockets.values.lazy.filter { connection in !self.parked.contains { $0 === connection } }
     }
 }

@@ -33,6 +33,21 @@ for _ in 1...3 {                                                 // one reply pe
 try service.send(msgid: 4, components: [.data(Data("four".utf8)), .port(replies)], timeout: .seconds(1))
 ThreadRunLoop.current.run(mode: .default, before: .now + .seconds(10))
 
+// Batches: a batch handler gets everything one pass took, in one call, each message its own.
+let log = try MessagePort()
+log.setBatchHandler { batch in                                   // once per pass, on this thread
+    var words: [String] = []
+    while let message = batch.next() { words.append(String(decoding: message.data ?? Data(), as: UTF8.self)) }
+    print("one call, \(words.count) messages:", words.joined(separator: " "))
+    ThreadRunLoop.current.stop()
+}
+ThreadRunLoop.current.add(log, forMode: .default)
+for word in ["alpha", "beta", "gamma"] {
+    try log.send(msgid: 5, components: [.data(Data(word.utf8))], timeout: .seconds(1))
+}
+ThreadRunLoop.current.run(mode: .default, for: .seconds(10), returnAfterSourceHandled: false)
+log.invalidate()
+
 // Backpressure: with no receiver, messages wait; a full queue makes send wait until its deadline.
 let mailbox = try MessagePort(queueLimit: 2)
 try mailbox.send(msgid: 1, timeout: .zero)

@@ -1,0 +1,169 @@
+extension ThreadRunLoop {
+    /// One callout of a loop — a Source0's perform, a timer's or observer's handler, one port
+    /// message, an fd or signal source's handler, a block, an executor job, a main-queue drain —
+    /// as loop-health reports describe it: what ran, in which mode, when, and for how long.
+    ///
+    /// A slow-callout handler (`setSlowCalloutHandler(threshold:_:)`) receives one after the
+    /// callout returned, with its whole duration; a `HangWatch` receives the one a stuck loop is
+    /// inside, with its duration so far.
+    public struct Callout: Sendable, CustomStringConvertible {
+        /// What kind of item the loop called out to.
+        public enum Kind: Sendable, Equatable, Hashable, CaseIterable, CustomStringConvertible {
+            /// A `RunLoopSource`'s perform.
+            case source
+            /// A `RunLoopTimer`'s handler (also `perform(after:)` blocks).
+            case timer
+            /// A `RunLoopObserver`'s handler.
+            case observer
+            /// One message delivered to a `MessagePort`'s handler or delegate (or, for a proxy
+            /// whose owner went away, its invalidation).
+            case port
+            /// A `FileDescriptorSource`'s handler.
+            case fileDescriptor
+            /// A block queued with `perform(inModes:_:)` or `ResidentThread.perform`.
+            case block
+            /// A Swift concurrency job of the loop's `executor`.
+            case job
+            /// A drain of the main dispatch queue (main loop only).
+            case mainQueue
+            /// A `SignalSource`'s handler.
+            case signal
+            /// A `ProcessExitSource`'s handler.
+            case processExit
+
+            /// "source", "timer", "observer", "port", "fd", "block", "job", "main queue",
+            /// "signal" or "process exit". Any thread; free.
+            public var description: String {
+                switch self {
+                case .source: "source"
+                case .timer: "timer"
+                case .observer: "observer"
+                case .port: "port"
+                case .fileDescriptor: "fd"
+                case .block: "block"
+                case .job: "job"
+                case .mainQueue: "main queue"
+                case .signal: "signal"
+                case .processExit: "process exit"
+                }
+            }
+        }
+
+        /// What ran.
+        public var kind: Kind
+        /// The item's label; nil for blocks, jobs and unlabelled items.
+        public var label: String?
+        /// The mode the loop was running.
+        public var mode: Mode
+        /// The message's msgid, for port callouts.
+        public var msgid: UInt32?
+        /// When the callout began (read just before it).
+        public var started: ContinuousClock.Instant
+        /// How long it ran: to just after it returned (a slow-callout report, at least as long
+        /// as the callout ran) or to the moment of the report (a hang, which has not returned).
+        public var duration: Duration
+
+        /// A callout description, as the loop builds them (for tests of code that consumes
+        /// reports). Any thread; free.
+        public init(kind: Kind, label: String? = nil, mode: Mode, msgid: UInt32? = nil,
+                    started: ContinuousClock.Instant, duration: Duration) {
+            self.kind = kind
+            self.label = label
+            self.mode = mode
+            self.msgid = msgid
+            self.started = started
+            self.duration = duration
+        }
+
+        /// `port "requests" msgid 7 in default: 2503.1 ms`. Any thread; allocates the string.
+        public var description: String {
+            var text = kind.description
+            if let label { text += " \"\(label)\"" }
+            if let msgid { text += " msgid \(msgid)" }
+            return text + " in \(mode.rawValue): \(Self.milliseconds(duration))"
+        }
+
+        /// A duration as milliseconds with one decimal ("2503.1 ms").
+        static func milliseconds(_ duration: Duration) -> String {
+            let tenths = duration.nanoseconds / 100_000
+            return "\(tenths / 10).\(abs(tenths % 10)) ms"
+        }
+    }
+
+    /// Reports, on the loop's thread, each callout that ran at least `threshold`: once, after the
+    /// callout returned and before the loop sleeps, with its kind, label, mode, msgid (ports) and
+    /// a duration at least as long as it ran (Guarantees §3.36). Shorter callouts are not reported;
+    /// `threshold: .zero` reports every callout (e.g. to feed a histogram). A nil `handler`
+    /// removes the handler. Callouts that began before the handler was set are not timed.
+    ///
+    /// Cost: without a handler (and without a `HangWatch`), none — a callout reads no clock and
+    /// takes no lock, one predictable branch. With one, two clock reads (vDSO) per callout; a
+    /// report takes a lock and reads the item's label. The handler runs on the loop's thread,
+    /// between its other callouts: keep it short. Any thread; a lock.
+    public func setSlowCalloutHandler(threshold: Duration, _ handler: (@Sendable (Callout) -> Void)?) {
+        precondition(threshold >= .zero, "setSlowCalloutHandler(threshold: \(threshold)): the threshold must not be negative")
+        health.setSlowCalloutHandler(handler.map { (threshold.nanoseconds, $0) }, flags: healthFlags)
+    }
+
+    // MARK: - The callout hook
+
+    /// The one place a pass calls out to an item (CF's __CFRUNLOOP_IS_CALLING_OUT_TO_… frames):
+    /// every Source0 perform, timer, observer, port message, fd or signal source, block, job and
+    /// main-queue drain goes through it. Without a slow-callout handler and without a hang watch
+    /// it costs one relaxed load and one predictable branch; otherwise the callout is timed and,
+    /// for a watch, published (`LoopHealth`). Loop thread only.
+    @inline(__always)
+    func callout<Result>(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32? = nil,
+                         _ body: () -> Result) -> Result {
+        let flags = healthFlags.load(ordering: .relaxed)
+        if _fastPath(flags == 0) { return body() }
+        return timedCallout(kind, item, msgid: msgid, flags: flags, body)
+    }
+
+    /// `callout` while a slow-callout handler or a hang watch is set.
+    @inline(never)
+    private func timedCallout<Result>(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
+                                      flags: UInt8, _ body: () -> Result) -> Result {
+        LoopCounters.add(1, to: counters.timedCallouts)
+        let started = LoopInstant.now
+        let previous = flags & HealthFlags.watched != 0
+            ? health.enterCallout(kind, item, msgid: msgid, started: started) : nil
+        let result = body()
+        if let previous { health.leaveCallout(restoring: previous) }
+        if flags & HealthFlags.slowCallouts != 0 {
+            health.reportIfSlow(kind, item, msgid: msgid, started: started, ended: .now)
+        }
+        return result
+    }
+
+    // MARK: - Pass boundaries, for hang watches
+
+    /// A pass begins (or a nested invocation begins or ends): the loop is making progress.
+    @inline(__always)
+    func healthBoundary() {
+        if _slowPath(healthFlags.load(ordering: .relaxed) & HealthFlags.watched != 0) { health.markBusy(waking: false) }
+    }
+
+    /// The loop comes back from its wait (or its outermost invocation begins).
+    @inline(__always)
+    func healthWoke() {
+        if _slowPath(healthFlags.load(ordering: .relaxed) & HealthFlags.watched != 0) { health.markBusy(waking: true) }
+    }
+
+    /// The loop goes to sleep in its wait (or its outermost invocation ends).
+    @inline(__always)
+    func healthIdle() {
+        if _slowPath(healthFlags.load(ordering: .relaxed) & HealthFlags.watched != 0) { health.markIdle() }
+    }
+}
+
+/// An item whose callouts carry a label in loop-health reports.
+protocol CalloutItem: AnyObject {
+    var label: String? { get }
+}
+
+extension RunLoopSource: CalloutItem {}
+extension RunLoopTimer: CalloutItem {}
+extension RunLoopObserver: CalloutItem {}
+extension FileDescriptorSource: CalloutItem {}
+extension MessagePort: CalloutItem {}

@@ -1,3 +1,0 @@
-#if Logging
-import Testing
-#endif
