@@ -428,7 +428,10 @@ final class RawClient: @unchecked Sendable {
         }
         guard rc == 0 else {
             let code = errno
-            Glibc.close(fd)
+            // Through `close()`, which marks the client closed: the object is whole, so throwing
+            // runs deinit, whose second close(2) would hit whatever took the number meanwhile
+            // (another test's socket).
+            close()
             throw TestFailure("connect to port \(port): \(String(cString: strerror(code)))")
         }
     }
