@@ -18,18 +18,24 @@ struct DescriptorWatch {
     private(set) var sources: [FileDescriptorSource] = []
     /// False when epoll refused the descriptor: it is then ready at once in every pass.
     var pollable = true
-    private var readers = 0
-    private var writers = 0
+    /// What the epoll set was last told to watch for. Kept rather than recomputed, because a
+    /// source's events can change (`FileDescriptorSource.events`) between the store and the
+    /// loop's reconciling of the registration: comparing against the sources' current union
+    /// alone would miss that change.
+    var registered: Epoll.Interest = []
 
     init(token: UInt64) {
         self.token = token
     }
 
-    /// What the registration asks epoll for: the union of the sources' events.
+    /// What the registration must ask epoll for: the union of the sources' current events.
     var interest: Epoll.Interest {
         var interest: Epoll.Interest = []
-        if readers > 0 { interest.insert(.readable) }
-        if writers > 0 { interest.insert(.writable) }
+        for source in sources {
+            let events = source.events
+            if events.contains(.readable) { interest.insert(.readable) }
+            if events.contains(.writable) { interest.insert(.writable) }
+        }
         return interest
     }
 
@@ -41,19 +47,16 @@ struct DescriptorWatch {
             if sources[middle].order <= source.order { low = middle + 1 } else { high = middle }
         }
         sources.insert(source, at: low)
-        count(source, +1)
     }
 
     /// False when `source` is not one of this descriptor's sources.
     mutating func remove(_ source: FileDescriptorSource) -> Bool {
         guard let index = sources.firstIndex(where: { $0 === source }) else { return false }
         sources.remove(at: index)
-        count(source, -1)
         return true
     }
 
-    private mutating func count(_ source: FileDescriptorSource, _ delta: Int) {
-        if source.events.contains(.readable) { readers += delta }
-        if source.events.contains(.writable) { writers += delta }
+    func contains(_ source: FileDescriptorSource) -> Bool {
+        sources.contains { $0 === source }
     }
 }

@@ -1,6 +1,10 @@
+import Synchronization
+
 /// A Source1 over any file descriptor: the loop calls the handler on its thread when the
 /// descriptor is readable and/or writable (level-triggered, like poll(2)). It belongs to one
-/// loop at most and never closes the descriptor.
+/// loop at most and never closes the descriptor. What it waits for can change while it is
+/// scheduled (`events`), as a connection's source asks for `.writable` only while output is
+/// queued.
 ///
 /// Error and hang-up conditions are reported as both readable and writable, so the handler's
 /// next read or write sees the error. A descriptor epoll cannot watch (a regular file,
@@ -24,7 +28,12 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
 
     /// The watched descriptor (owned by the caller). Any thread; free.
     public let fileDescriptor: Int32
-    let events: Events
+    /// `events`' bits. A change racing an `add` on another thread is ordered by locks, not by
+    /// this atomic: the setter stores, then reads the source's loop under the membership lock
+    /// and reconciles under the loop's lock; `add` claims the loop under the membership lock,
+    /// then reads the events under the loop's lock. Whichever takes a lock second sees the
+    /// other's work, so the registration never keeps the old interest.
+    private let requestedEvents: Atomic<UInt8>
     let order: Int
     /// `.fileDescriptor`, or the kind of the source built on this one (`.signal`, `.processExit`),
     /// for loop-health reports.
@@ -53,11 +62,37 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
         precondition(fileDescriptor >= 0, "\(itemName) needs an open descriptor (got \(fileDescriptor))")
         precondition(!events.isEmpty, "FileDescriptorSource needs .readable and/or .writable events")
         self.fileDescriptor = fileDescriptor
-        self.events = events
+        requestedEvents = Atomic(events.rawValue)
         self.order = order
         self.itemName = itemName
         self.calloutKind = calloutKind
         self.handler = handler
+    }
+
+    /// The readiness the source waits for and reports. Setting it changes what the loop
+    /// watches in every mode that holds the source, without removing and re-adding it (the
+    /// source keeps its place, and no other source of the mode is disturbed): a connection asks
+    /// for `.writable` only while it has output queued, and drops `.readable` while its peer
+    /// does not read its replies. A change takes effect at once, even for the pass under way:
+    /// a readiness the source no longer asks for is not reported, also when the loop collected
+    /// it before the change; a loop asleep in the kernel sees the new interest without being
+    /// woken.
+    ///
+    /// No events pauses the source: the loop stops watching the descriptor for it (errors and
+    /// hang-ups included: they are reported once it asks for events again), while the source
+    /// stays in its modes, keeps them alive, and resumes where it was when given events again
+    /// (`init` still needs some: a new source asks for something).
+    ///
+    /// Any thread. Reading: one atomic load. Setting: an atomic exchange; when the value
+    /// changes on a scheduled source, the loop's lock and, where the union of the events of the
+    /// descriptor's sources changed, one epoll_ctl per mode that holds it.
+    public var events: Events {
+        get { Events(rawValue: requestedEvents.load(ordering: .relaxed)) }
+        set {
+            let old = requestedEvents.exchange(newValue.rawValue, ordering: .relaxed)
+            guard old != newValue.rawValue, let loop = membership.loop else { return }
+            loop.fileDescriptorSourceEventsDidChange(self)
+        }
     }
 
     /// Removes the source from its loop; the descriptor stays open (close it afterwards, not
@@ -96,6 +131,7 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
     /// listener, handshakes and timer): its descriptor is the port's alone, so it needs none of
     /// the sharing of `watch`.
     var source1Registrations: [Source1Registration] {
+        let events = events
         var interest: Epoll.Interest = []
         if events.contains(.readable) { interest.insert(.readable) }
         if events.contains(.writable) { interest.insert(.writable) }
@@ -105,12 +141,23 @@ public final class FileDescriptorSource: Sendable, SingleLoopItem, CustomStringC
 
     /// Calls the handler with the subset of `ready` the source asked for; false if nothing ran.
     func handle(_ ready: Events) -> Bool {
+        // The events as of now: a change made earlier in this pass already applies.
         let relevant = ready.intersection(events)
         guard isValid, !relevant.isEmpty else { return false }
         handler(self, relevant)
         return true
     }
 
+}
+
+extension ThreadRunLoop {
+    /// `source`, scheduled on this loop, asks for other events: every mode that holds it
+    /// reconciles its descriptor's registration. Any thread; the state lock.
+    func fileDescriptorSourceEventsDidChange(_ source: FileDescriptorSource) {
+        state.withLock { state in
+            for modeState in state.modes(holding: source) { modeState.eventsDidChange(of: source) }
+        }
+    }
 }
 
 extension FileDescriptorSource.Events {

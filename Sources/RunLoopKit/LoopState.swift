@@ -117,22 +117,16 @@ final class ModeState {
     /// (or finds that epoll refuses it), later ones widen the registration's interest.
     func watch(_ source: FileDescriptorSource) {
         let fd = source.fileDescriptor
-        if watches[fd] == nil { watches[fd] = DescriptorWatch(token: Source1Token.next()) }
-        let interestBefore = watches[fd]!.interest
-        let first = watches[fd]!.sources.isEmpty
-        watches[fd]!.insert(source)
-        let watch = watches[fd]!
-        if first {
-            if register(fd, interest: watch.interest, token: watch.token) {
-                kernelOnlySources1 += 1
-            } else {
-                watches[fd]!.pollable = false
-                unpollableWatches += 1
-            }
-        } else if watch.pollable && watch.interest != interestBefore {
-            changeInterest(of: fd, to: watch)
+        if watches[fd] == nil {
+            // Pollable until epoll says otherwise (a source asking for no events registers
+            // nothing yet, so that is only learnt once it asks for some).
+            watches[fd] = DescriptorWatch(token: Source1Token.next())
+            kernelOnlySources1 += 1
         }
-        if watches[fd]!.pollable { source1ByToken[watch.token] = .fileDescriptors(watch.sources) }
+        watches[fd]!.insert(source)
+        reconcileInterest(of: fd)
+        let watch = watches[fd]!
+        if watch.pollable { source1ByToken[watch.token] = .fileDescriptors(watch.sources) }
         generation.add(1, ordering: .releasing)
     }
 
@@ -145,17 +139,64 @@ final class ModeState {
             if watch.pollable {
                 source1ByToken[watch.token] = nil
                 kernelOnlySources1 -= 1
-                epoll.remove(FileDescriptor(rawValue: fd))
+                if !watch.registered.isEmpty { epoll.remove(FileDescriptor(rawValue: fd)) }
             } else {
                 unpollableWatches -= 1
             }
         } else if watch.pollable {
-            // Narrowing the interest of a descriptor the caller already closed fails harmlessly:
-            // removal never traps.
-            try? epoll.modify(FileDescriptor(rawValue: fd), interest: watch.interest, token: watch.token)
+            // Removing a source only narrows the interest. Narrowing that of a descriptor the
+            // caller already closed fails harmlessly: removal never traps.
+            let interest = watch.interest
+            if interest != watch.registered {
+                if interest.isEmpty {
+                    epoll.remove(FileDescriptor(rawValue: fd))
+                } else {
+                    try? epoll.modify(FileDescriptor(rawValue: fd), interest: interest, token: watch.token)
+                }
+                watches[fd]!.registered = interest
+            }
             source1ByToken[watch.token] = .fileDescriptors(watch.sources)
         }
         generation.add(1, ordering: .releasing)
+    }
+
+    /// `source`, one of this mode's fd sources, asks for other events now: the registration of
+    /// its descriptor follows the union of its sources' events. The sources and their order
+    /// are unchanged, so the loop's snapshot stays current (except over a descriptor epoll
+    /// refuses, whose sources are listed as always ready only while they ask for something);
+    /// a loop asleep on the epoll set sees the new interest at once, as epoll_ctl re-checks
+    /// readiness.
+    func eventsDidChange(of source: FileDescriptorSource) {
+        let fd = source.fileDescriptor
+        guard watches[fd]?.contains(source) == true else { return }
+        reconcileInterest(of: fd)
+        if watches[fd]?.pollable == false { generation.add(1, ordering: .releasing) }
+    }
+
+    /// Makes the epoll set watch `fd` for the union of its sources' events: EPOLL_CTL_ADD when
+    /// it was not in the set (new, or every source paused), DEL when every source is paused
+    /// (epoll would still report errors and hang-ups, which no source asked for), MOD
+    /// otherwise; nothing when the union is what the set already watches.
+    private func reconcileInterest(of fd: Int32) {
+        guard let watch = watches[fd], watch.pollable else { return }
+        let interest = watch.interest
+        guard interest != watch.registered else { return }
+        if interest.isEmpty {
+            epoll.remove(FileDescriptor(rawValue: fd))
+        } else if watch.registered.isEmpty {
+            guard register(fd, interest: interest, token: watch.token) else {
+                // epoll refuses the file: it is always ready, as poll(2) reports it.
+                watches[fd]!.pollable = false
+                kernelOnlySources1 -= 1
+                unpollableWatches += 1
+                source1ByToken[watch.token] = nil
+                generation.add(1, ordering: .releasing)
+                return
+            }
+        } else {
+            changeInterest(of: fd, to: interest, token: watch.token)
+        }
+        watches[fd]!.registered = interest
     }
 
     /// EPOLL_CTL_ADD for an fd source's descriptor; false when epoll refuses the file (EPERM).
@@ -172,11 +213,11 @@ final class ModeState {
 
     /// EPOLL_CTL_MOD after the sources of `fd` changed. ENOENT means the descriptor was closed
     /// and its number reused by a new file while watched; the new file is registered afresh.
-    private func changeInterest(of fd: Int32, to watch: DescriptorWatch) {
+    private func changeInterest(of fd: Int32, to interest: Epoll.Interest, token: UInt64) {
         do {
-            try epoll.modify(FileDescriptor(rawValue: fd), interest: watch.interest, token: watch.token)
+            try epoll.modify(FileDescriptor(rawValue: fd), interest: interest, token: token)
         } catch .noEntry {
-            if !register(fd, interest: watch.interest, token: watch.token) {
+            if !register(fd, interest: interest, token: token) {
                 descriptorFailure(fd, .notPermitted)
             }
         } catch {
@@ -194,10 +235,12 @@ final class ModeState {
         preconditionFailure("RunLoopKit: cannot watch fd \(fd) in mode \(mode): \(error)")
     }
 
-    /// The sources of descriptors epoll refused, which are ready in every pass.
+    /// The sources of descriptors epoll refused, which are ready in every pass (those that
+    /// ask for no events excepted: a paused source must not keep the loop from sleeping).
     private func alwaysReadySources() -> [FileDescriptorSource] {
         guard unpollableWatches > 0 else { return [] }
         return watches.values.filter { !$0.pollable }.sorted { $0.token < $1.token }.flatMap(\.sources)
+            .filter { !$0.events.isEmpty }
     }
 }
 
@@ -226,8 +269,7 @@ final class ItemSnapshot: Sendable {
     /// port can remember the snapshot that was found to hold it.
     private let serial: UInt64
     private static let serials = Atomic<UInt64>(0)
-    private let source1List: [(token: UInt64, source: Source1)]
-    private let source1ByToken: [UInt64: Source1]
+    private let source1Table: Source1Table
     let generation: UInt64
 
     init(items: ItemSet, source1: [UInt64: Source1], kernelOnlySources1: Bool,
@@ -243,10 +285,7 @@ final class ItemSnapshot: Sendable {
         hasAlwaysReadySources = !alwaysReady.isEmpty
         hasKernelOnlySources1 = kernelOnlySources1
         keepsModeAlive = items.keepsModeAlive
-        // With the few Source1s a mode usually has, a linear scan beats hashing.
-        let few = source1.count <= 16
-        source1List = few ? source1.map { (token: $0.key, source: $0.value) } : []
-        source1ByToken = few ? [:] : source1
+        source1Table = Source1Table(source1)
         portSet = items.ports.count <= 16 ? [] : Set(items.ports.lazy.map(ObjectIdentifier.init))
         self.generation = generation
         serial = Self.serials.add(1, ordering: .relaxed).newValue
@@ -265,7 +304,7 @@ final class ItemSnapshot: Sendable {
 
     /// The Source1 registered under `token`.
     func source1(for token: UInt64) -> Source1? {
-        source1ByToken.isEmpty ? source1List.first { $0.token == token }?.source : source1ByToken[token]
+        source1Table.source(for: token)
     }
 }
 
