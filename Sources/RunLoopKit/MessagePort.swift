@@ -103,24 +103,32 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
 
         /// One message to a handler or delegate (`takesOneAtATime`), as a callout of `loop`.
-        func deliver(_ message: Message, from port: MessagePort, on loop: ThreadRunLoop) {
-            loop.callout(.port, port, msgid: message.msgid) {
-                switch self {
-                case .handler(let handler): handler(message)
-                case .delegate(let delegate): delegate.handlePortMessage(message)
-                case .batch: preconditionFailure("RunLoopKit: a single message was handed to a batch handler")
-                }
+        func deliver(_ message: borrowing Message, from port: MessagePort, on loop: ThreadRunLoop) {
+            switch self {
+            case .handler(let handler): loop.callout(.port, port, msgid: message.msgid, with: message) { handler($0) }
+            case .delegate(let delegate):
+                loop.callout(.port, port, msgid: message.msgid, with: message) { delegate.handlePortMessage($0) }
+            case .batch: preconditionFailure("RunLoopKit: a single message was handed to a batch handler")
             }
         }
 
         /// A pass's messages: to a batch handler in one call (one callout, without a msgid), to a
-        /// handler or delegate one call (and callout) each.
+        /// handler or delegate one call (and callout) each. The receiver is looked at once per
+        /// batch, and each message is handed over borrowed: captured by the callout's closure, it
+        /// was copied (a retain and a release of each of its references per message).
         func deliver(_ batch: inout Batch, from port: MessagePort, on loop: ThreadRunLoop) {
-            if case .batch(let handler) = self {
+            switch self {
+            case .batch(let handler):
                 loop.callout(.port, port) { handler(&batch) }
-                return
+            case .handler(let handler):
+                while let message = batch.next() {
+                    loop.callout(.port, port, msgid: message.msgid, with: message) { handler($0) }
+                }
+            case .delegate(let delegate):
+                while let message = batch.next() {
+                    loop.callout(.port, port, msgid: message.msgid, with: message) { delegate.handlePortMessage($0) }
+                }
             }
-            while let message = batch.next() { deliver(message, from: port, on: loop) }
         }
     }
 
