@@ -42,16 +42,7 @@ struct ArticleTests {
 func readPackageFile(_ relativePath: String) -> String? {
     var root = #filePath
     for _ in 0..<3 { root = String(root[..<(root.lastIndex(of: "/") ?? root.startIndex)]) }
-    guard let file = fopen(root + "/" + relativePath, "r") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = fread(&chunk, 1, chunk.count, file)
-        if count <= 0 { break }
-        bytes += chunk[0..<count]
-    }
-    return String(decoding: bytes, as: UTF8.self)
+    return readText(root + "/" + relativePath)
 }
 
 /// The contents of the fenced code blocks of `markdown` tagged `language` ("" for untagged).

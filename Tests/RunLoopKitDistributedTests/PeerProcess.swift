@@ -82,16 +82,7 @@ final class PeerProcess: @unchecked Sendable {
 
     /// Everything the peer wrote so far.
     var output: String {
-        guard let file = fopen(outputPath, "r") else { return "" }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, file)
-            if count <= 0 { break }
-            bytes += chunk[0..<count]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        readText(outputPath) ?? ""
     }
 
     /// Waits until the output contains `text`, at most `timeout`.
