@@ -50,6 +50,10 @@ final class NotifySocket: Sendable {
     let fd: Int32
     /// Every assignment received so far, in order (for failure messages).
     let received = Locked<[String]>([])
+    /// Datagrams read but not yet taken by `nextDatagram`, in order, and one signal each.
+    private let queued = Locked<[[String]]>([])
+    private let arrivals = DispatchSemaphore(value: 0)
+    private let readerDone = DispatchSemaphore(value: 0)
 
     init() throws {
         // sun_path holds 107 bytes: fall back to /tmp when $TMPDIR is deep.
@@ -72,25 +76,44 @@ final class NotifySocket: Sendable {
             }
         }
         guard rc == 0 else { throw TestFailure("bind \(path): errno \(errno)") }
+        // Drained as datagrams come, not only while a test waits for one: sd_notify blocks once
+        // the socket holds net.unix.max_dgram_qlen (10) unread datagrams, and a daemon's loop
+        // blocked there would handle no signal (a test busy elsewhere, or short of CPU in a
+        // parallel run, let that happen with a daemon sending STATUS= every 50 ms).
+        let thread = Thread { [fd, queued, arrivals, readerDone] in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                let lines = String(decoding: buffer[..<n], as: UTF8.self).split(separator: "\n").map(String.init)
+                queued.withLock { $0.append(lines) }
+                arrivals.signal()
+            }
+            readerDone.signal()
+        }
+        thread.name = "notify-reader"
+        thread.start()
     }
 
     deinit {
+        // The reader returns from recv once the socket is shut down; only then is the number
+        // closed (it could otherwise be another test's socket by the reader's next recv).
+        shutdown(fd, Int32(SHUT_RDWR))
+        readerDone.wait()
         close(fd)
         unlink(path)
     }
 
     /// The next datagram's assignments, or nil when none arrived before `deadline`.
     func nextDatagram(before deadline: ContinuousClock.Instant) async -> [String]? {
-        let fd = fd
-        let text: String? = await onNewThread("notify-reader") {
-            guard waitReadable(fd, before: deadline) else { return nil }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = recv(fd, &buffer, buffer.count, 0)
-            guard n > 0 else { return nil }
-            return String(decoding: buffer[..<n], as: UTF8.self)
+        let (queued, arrivals) = (queued, arrivals)
+        let lines: [String]? = await onNewThread("notify-wait") {
+            let left = max(0, ContinuousClock.now.duration(to: deadline) / .milliseconds(1))
+            guard arrivals.wait(timeout: .now() + .milliseconds(Int(left))) == .success else { return nil }
+            return queued.withLock { $0.removeFirst() }
         }
-        guard let text else { return nil }
-        let lines = text.split(separator: "\n").map(String.init)
+        guard let lines else { return nil }
         received.withLock { $0.append(contentsOf: lines) }
         return lines
     }
