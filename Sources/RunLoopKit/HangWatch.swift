@@ -51,18 +51,16 @@ public final class HangWatch: Sendable {
     }
 }
 
-/// The state and thread of one `HangWatch`; the loops it watches hold it while it watches them.
+/// The state and thread of one `HangWatch`; the loops it watches hold its `waker` while it watches them.
 final class HangWatcher: @unchecked Sendable {
     let loops: [ThreadRunLoop]
     private let threshold: Int64
     /// How often the watch looks at its loops while one is busy.
     private let step: Int64
     private let handler: @Sendable (ThreadRunLoop, ThreadRunLoop.Callout?) -> Void
-    /// Set while the watch thread sleeps with no timeout (every loop idle): a loop leaving its
-    /// wait then rings `bell`.
-    private let parked = Atomic<Bool>(false)
+    /// What the loops hold of the watch, to wake it (not the watch itself, which holds them).
+    let waker = HangWatchWaker()
     private let stopped = Atomic<Bool>(false)
-    private let bell = Futex()
     private let lifecycle = ConditionLock()
     // Guarded by `lifecycle`:
     private var thread: KernelThread?
@@ -81,7 +79,7 @@ final class HangWatcher: @unchecked Sendable {
     /// Registers with the loops, then starts the thread (whose first look then sees what they
     /// publish from now on).
     func start() {
-        for loop in loops { loop.health.add(self, flags: loop.healthFlags) }
+        for loop in loops { loop.health.add(waker, flags: loop.healthFlags) }
         lifecycle.withLock {
             do {
                 thread = try KernelThread(name: "hang-watch") { [self] in watch() }
@@ -99,21 +97,12 @@ final class HangWatcher: @unchecked Sendable {
             return (self.thread, threadID == ThreadID.current)
         }
         stopped.store(true, ordering: .sequentiallyConsistent)
-        bell.post()
-        for loop in loops { loop.health.remove(self, flags: loop.healthFlags) }
+        waker.bell.post()
+        for loop in loops { loop.health.remove(waker, flags: loop.healthFlags) }
         if let thread {
             if isWatchThread { thread.detach() } else { thread.join() }
         } else if !isWatchThread {
             lifecycle.withLock { while !finished { _ = lifecycle.wait(until: nil) } }
-        }
-    }
-
-    /// A watched loop left its wait (or began running). Loop thread; one sequentially consistent
-    /// load, and a futex wake only when the watch is parked.
-    @inline(__always)
-    func loopBecameBusy() {
-        if parked.load(ordering: .sequentiallyConsistent) && parked.exchange(false, ordering: .sequentiallyConsistent) {
-            bell.post()
         }
     }
 
@@ -140,7 +129,7 @@ final class HangWatcher: @unchecked Sendable {
         while !stopped.load(ordering: .sequentiallyConsistent) {
             // Reset before looking: a stop (or a loop ringing a parked watch) after the look
             // makes the wait below return at once.
-            bell.reset()
+            waker.bell.reset()
             let now = LoopInstant.now
             var wakeAt: LoopInstant?
             for index in loops.indices {
@@ -156,7 +145,7 @@ final class HangWatcher: @unchecked Sendable {
             progressSeen = progress
             if stopped.load(ordering: .sequentiallyConsistent) { break }
             if let wakeAt {
-                _ = bell.wait(timeoutNanoseconds: wakeAt.remainingNanoseconds)
+                _ = waker.bell.wait(timeoutNanoseconds: wakeAt.remainingNanoseconds)
             } else {
                 park()
             }
@@ -198,11 +187,29 @@ final class HangWatcher: @unchecked Sendable {
     /// Sleeps until a loop leaves its wait (or `stop()`), after checking — with `parked` set, so
     /// that a loop waking meanwhile sees it — that every loop is still idle.
     private func park() {
-        parked.store(true, ordering: .sequentiallyConsistent)
+        waker.parked.store(true, ordering: .sequentiallyConsistent)
         let allIdle = loops.allSatisfy { !isBusy($0, $0.health.progress.load(ordering: .sequentiallyConsistent)) }
         if allIdle && !stopped.load(ordering: .sequentiallyConsistent) {
-            _ = bell.wait(timeoutNanoseconds: nil)
+            _ = waker.bell.wait(timeoutNanoseconds: nil)
         }
-        parked.store(false, ordering: .sequentiallyConsistent)
+        waker.parked.store(false, ordering: .sequentiallyConsistent)
+    }
+}
+
+/// The part of a `HangWatcher` its loops hold: the bell that wakes a parked watch. Holding the
+/// watcher itself, which holds the loops, would make a cycle that outlives `stop()` (a loop
+/// refreshes its copy of the list only when it wakes while watched).
+final class HangWatchWaker: Sendable {
+    /// Set while the watch thread sleeps with no timeout (every loop idle): a loop leaving its
+    /// wait then rings `bell`.
+    let parked = Atomic<Bool>(false)
+    let bell = Futex()
+
+    /// A watched loop left its wait (or began running). Loop thread; one sequentially consistent
+    /// load, and a futex wake only when the watch is parked.
+    func loopBecameBusy() {
+        if parked.load(ordering: .sequentiallyConsistent) && parked.exchange(false, ordering: .sequentiallyConsistent) {
+            bell.post()
+        }
     }
 }

@@ -41,7 +41,7 @@ final class LoopHealth: @unchecked Sendable {
 
     private struct Configuration {
         var slowCallouts: (threshold: Int64, handler: @Sendable (ThreadRunLoop.Callout) -> Void)?
-        var watchers: [HangWatcher] = []
+        var watchers: [HangWatchWaker] = []
     }
     private let configuration = Locked(Configuration())
     /// The slow-callout threshold in nanoseconds, read by the loop after each timed callout.
@@ -67,7 +67,7 @@ final class LoopHealth: @unchecked Sendable {
     @exclusivity(unchecked) private var counter: UInt64 = 1
     /// The last record published (restored when a nested callout returns).
     @exclusivity(unchecked) private var current = CalloutRecord.none
-    @exclusivity(unchecked) private var cachedWatchers: [HangWatcher] = []
+    @exclusivity(unchecked) private var cachedWatchers: [HangWatchWaker] = []
     /// Nesting depth of run invocations, kept whether or not anything watches (a watch may
     /// begin inside a nested run).
     @exclusivity(unchecked) var invocationDepth = 0
@@ -92,7 +92,7 @@ final class LoopHealth: @unchecked Sendable {
 
     /// Starts publishing for `watcher`. On the first watch, what was published before (if an
     /// earlier watch ended) is marked stale. Any thread; a lock.
-    func add(_ watcher: HangWatcher, flags: borrowing Atomic<UInt8>) {
+    func add(_ watcher: HangWatchWaker, flags: borrowing Atomic<UInt8>) {
         configuration.withLock { configuration in
             if configuration.watchers.isEmpty {
                 progress.store(Self.unknownProgress, ordering: .sequentiallyConsistent)
@@ -107,7 +107,7 @@ final class LoopHealth: @unchecked Sendable {
     }
 
     /// Stops publishing for `watcher`. Any thread; a lock.
-    func remove(_ watcher: HangWatcher, flags: borrowing Atomic<UInt8>) {
+    func remove(_ watcher: HangWatchWaker, flags: borrowing Atomic<UInt8>) {
         configuration.withLock { configuration in
             configuration.watchers.removeAll { $0 === watcher }
             watchersChanged.store(true, ordering: .sequentiallyConsistent)
