@@ -84,12 +84,17 @@ struct SlowCalloutTests {
             loop.setSlowCalloutHandler(threshold: threshold) { callout in
                 events.append("report \(callout.kind) waiting: \(loop.isWaiting)")
             }
-            loop.add(RunLoopObserver(activities: .beforeWaiting) { _, _ in
+            let observer = RunLoopObserver(activities: .beforeWaiting) { _, _ in
                 events.append("beforeWaiting")
                 if sleeps.increment() == 2 { loop.stop() }
-            }, forMode: .default)
+            }
+            loop.add(observer, forMode: .default)
             loop.add(keepAliveSource(), forMode: .default)
-            return loop.run(mode: .default, for: longRun, returnAfterSourceHandled: false)
+            let result = loop.run(mode: .default, for: longRun, returnAfterSourceHandled: false)
+            // The handler and the observer hold the loop: let go of them, or it is never freed.
+            loop.setSlowCalloutHandler(threshold: threshold, nil)
+            observer.invalidate()
+            return result
         }
         thread.go()
         #expect(thread.waitUntilSleeping())
