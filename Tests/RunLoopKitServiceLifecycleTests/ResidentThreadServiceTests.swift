@@ -135,7 +135,10 @@ struct ResidentThreadServiceTests {
         try await testGracefulShutdown { trigger in
             trigger.triggerGracefulShutdown()
             let run = Task(executorPreference: runner.executor) { try await service.run() }
-            #expect(await eventually { service.runLoop.statistics.handledSources > handledBefore },
+            // A long hang guard: graceful shutdown reaches run() through swift-service-lifecycle's
+            // own tasks on the cooperative pool, which the suite's synchronous tests (two pool
+            // threads on two cores) can hold for tens of seconds.
+            #expect(await eventually(limit: .seconds(180)) { service.runLoop.statistics.handledSources > handledBefore },
                     "the drain never ran its check on the service's thread")
             run.cancel()
             try await run.value
