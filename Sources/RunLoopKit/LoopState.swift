@@ -168,7 +168,7 @@ final class ModeState {
     /// readiness.
     func eventsDidChange(of source: FileDescriptorSource) {
         let fd = source.fileDescriptor
-        guard watches[fd]?.contains(source) == true else { return }
+        guard watches[fd]?.recount(source) == true else { return }
         reconcileInterest(of: fd)
         if watches[fd]?.pollable == false { generation.add(1, ordering: .releasing) }
     }
