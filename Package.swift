@@ -117,9 +117,12 @@ let package = Package(
 
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "LoopHost", "ResidentThreadsExample", "PortsAndMessagesExample",
-                           "CrossProcessExample", "ConcurrencyExample", "ComingFromCFExample"]
+            dependencies: ["RunLoopKit", "PackageTestSupport", "LoopHost", "ResidentThreadsExample",
+                           "PortsAndMessagesExample", "CrossProcessExample", "ConcurrencyExample", "ComingFromCFExample"]
         ),
+        // What several test targets share: reading the package's files, waiting on a thread of
+        // its own, spawning, and a notify socket that stands in for systemd's.
+        .target(name: "PackageTestSupport", dependencies: ["RunLoopKit"], path: "Tests/PackageTestSupport"),
         // The DocC articles' examples, each a complete program that its article shows verbatim;
         // DocumentationExampleTests checks that the two match and runs the program.
         .executableTarget(name: "ComingFromCFExample", dependencies: ["RunLoopKit"],
@@ -163,18 +166,19 @@ let package = Package(
                           path: "Tests/WatchdogHost"),
         .testTarget(
             name: "RunLoopKitSystemdTests",
-            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "example-daemon", "example-client",
-                           "SystemdDaemonExample", "WatchdogHost"]
+            dependencies: ["RunLoopKit", "RunLoopKitSystemd", "PackageTestSupport", "example-daemon",
+                           "example-client", "SystemdDaemonExample", "WatchdogHost"]
         ),
         // The other process of the distributed-actor tests: publishes actors or calls them.
         .executableTarget(name: "DistributedPeer", dependencies: ["RunLoopKit", "RunLoopKitDistributed"],
                           path: "Tests/DistributedPeer"),
         .testTarget(
             name: "RunLoopKitDistributedTests",
-            dependencies: ["RunLoopKit", "RunLoopKitDistributed", "DistributedPeer", "DistributedExample"]
+            dependencies: ["RunLoopKit", "RunLoopKitDistributed", "PackageTestSupport", "DistributedPeer",
+                           "DistributedExample"]
         ),
         // kv-daemon under real Redis clients (redis-cli, redis-server for the differential test).
-        .testTarget(name: "KeyValueDaemonTests", dependencies: ["RunLoopKit", "kv-daemon"]),
+        .testTarget(name: "KeyValueDaemonTests", dependencies: ["RunLoopKit", "PackageTestSupport", "kv-daemon"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import PackageTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import Foundation
+import PackageTestSupport
 import RunLoopKit
 import Synchronization
 import Testing
@@ -6,47 +7,12 @@ import Testing
 import Glibc
 #endif
 
-/// A test failure with a message (thrown so a test stops at the first broken expectation).
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
 /// How long any wait in these tests may take before it counts as a failure. Generous: it
 /// bounds a hang, it is never a timing threshold (2 shared cores, debug and sanitizer builds).
 let patience: Duration = .seconds(30)
 
 /// Set by the sanitizer runs of CI: the tests scale their counts down.
 let underSanitizer = getenv("RUNLOOPKIT_SANITIZER") != nil
-
-/// Runs `body` on a new thread and returns its result, so blocking calls (poll, waitpid) never
-/// occupy a thread of the Swift concurrency pool.
-func onNewThread<T: Sendable>(_ name: String = "test-helper", _ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        let thread = Thread { continuation.resume(returning: body()) }
-        thread.name = name
-        thread.start()
-    }
-}
-
-/// Milliseconds left until `deadline`, for poll(2) (0 when it has passed).
-func millisecondsUntil(_ deadline: ContinuousClock.Instant) -> Int32 {
-    let left = ContinuousClock.now.duration(to: deadline)
-    guard left > .zero else { return 0 }
-    let (seconds, attoseconds) = left.components
-    return Int32(min(seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1, Int64(Int32.max)))
-}
-
-/// Waits until `fd` is ready for `events` or `deadline` passes; true when ready.
-func pollReady(_ fd: Int32, _ events: Int32 = POLLIN, before deadline: ContinuousClock.Instant) -> Bool {
-    while true {
-        var entry = pollfd(fd: fd, events: Int16(events), revents: 0)
-        let n = poll(&entry, 1, millisecondsUntil(deadline))
-        if n > 0 { return true }
-        if n == 0 { return false }
-        if errno != EINTR { return false }
-    }
-}
 
 /// Raises this process's soft limit on open descriptors to at least `needed` (the tests open a
 /// thousand connections at once; CI's default soft limit is often 1,024).
@@ -111,68 +77,8 @@ final class ChildProcess: @unchecked Sendable {
     init(_ path: String, _ arguments: [String], environment: [String: String] = [:],
          listeningSocket: Int32? = nil, activationName: String = "kv-daemon") throws {
         executable = path
-        var pair: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
-            throw TestFailure("socketpair: errno \(errno)")
-        }
-        defer { close(pair[1]) }
-        outputFD = pair[0]
-
-        var env = ProcessInfo.processInfo.environment
-        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] {
-            env[key] = nil
-        }
-        env.merge(environment) { _, new in new }
-        var program = path
-        var argv = [path] + arguments
-        if listeningSocket != nil {
-            env["LISTEN_FDS"] = "1"
-            env["LISTEN_FDNAMES"] = activationName
-            program = "/bin/sh"
-            argv = ["/bin/sh", "-c", "LISTEN_PID=$$ exec \"$0\" \"$@\"", path] + arguments
-        }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, pair[1], STDOUT_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, pair[1], STDERR_FILENO)
-        // Through a spare number, so that dup2 never maps a descriptor onto itself (which would
-        // leave it close-on-exec).
-        let spare = listeningSocket.map { fcntl($0, F_DUPFD_CLOEXEC, 10) } ?? -1
-        defer { if spare >= 0 { close(spare) } }
-        if spare >= 0 { posix_spawn_file_actions_adddup2(&actions, spare, 3) }
-        // Nothing else of the test process's: a descriptor another test running in parallel
-        // holds without close-on-exec would otherwise live on in the child (and keep, say, its
-        // peer from seeing end of file). Glibc's closefrom action is not exported to Swift.
-        let firstClosed: Int32 = spare >= 0 ? 4 : 3
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
-            if let fd = Int32(name), fd >= firstClosed { posix_spawn_file_actions_addclose(&actions, fd) }
-        }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGHUP, SIGINT, SIGPIPE, SIGUSR1] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var child: pid_t = 0
-        let envStrings = env.map { "\($0.key)=\($0.value)" }
-        let rc = withCStrings(argv) { argvPointers in
-            withCStrings(envStrings) { envPointers in
-                posix_spawn(&child, program, &actions, &attributes, argvPointers, envPointers)
-            }
-        }
-        guard rc == 0 else {
-            close(pair[0])
-            throw TestFailure("posix_spawn \(program): \(String(cString: strerror(rc)))")
-        }
-        pid = child
+        (pid, outputFD) = try spawnDaemon(path, arguments, environment: environment, listeningSocket: listeningSocket,
+                                          activationName: activationName)
     }
 
     deinit {
@@ -185,14 +91,9 @@ final class ChildProcess: @unchecked Sendable {
 
     /// `executable` next to the test bundle: the build directory holds both.
     static func builtProduct(_ name: String) throws -> String {
-        var directory = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            .deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent(name).path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            directory.deleteLastPathComponent()
-        }
-        throw TestFailure("\(name) not found near \(CommandLine.arguments[0]); build with --build-tests")
+        let path = executableBesideTests(name)
+        guard access(path, X_OK) == 0 else { throw TestFailure(path) }
+        return path
     }
 
     var hasExited: Bool { lock.withLock { reaped } }
@@ -311,14 +212,6 @@ final class ChildProcess: @unchecked Sendable {
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return -1 }
         return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? -1
     }
-}
-
-/// Calls `body` with a NULL-terminated `char *[]` of copies of `strings`.
-func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
-    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
-    pointers.append(nil)
-    defer { pointers.forEach { free($0) } }
-    return body(pointers)
 }
 
 // MARK: - The servers

@@ -1,53 +1,9 @@
 import Foundation
+import PackageTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A datagram AF_UNIX socket bound to a fresh path: what systemd listens on for sd_notify.
-final class NotifySocket: @unchecked Sendable {
-    let path: String
-    let fd: Int32
-    private(set) var received: [String] = []
-
-    init() throws {
-        path = "/tmp/kv-notify-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw TestFailure("bind \(path): errno \(errno)") }
-    }
-
-    deinit {
-        close(fd)
-        unlink(path)
-    }
-
-    /// Reads datagrams until one holds `assignment` (a whole line such as "READY=1"); returns
-    /// that datagram's lines. Throws after `patience`.
-    @discardableResult
-    func waitFor(_ assignment: String) throws -> [String] {
-        let deadline = ContinuousClock.now + patience
-        while pollReady(fd, before: deadline) {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = recv(fd, &buffer, buffer.count, 0)
-            guard n > 0 else { continue }
-            let lines = String(decoding: buffer[..<n], as: UTF8.self).split(separator: "\n").map(String.init)
-            received += lines
-            if lines.contains(assignment) { return lines }
-        }
-        throw TestFailure("no \(assignment) within \(patience); received: \(received)")
-    }
-}
 
 @Suite("kv-daemon under systemd")
 struct SystemdTests {
@@ -57,15 +13,16 @@ struct SystemdTests {
             Result {
                 let socket = try NotifySocket()
                 let daemon = try KVDaemon(environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "200000"])
-                let ready = try socket.waitFor("READY=1")
+                let ready = try socket.waitFor("READY=1", within: patience)
                 // Served by the time it said so.
                 let ping = try RawClient(port: daemon.port).roundTrip(["PING"])
-                for _ in 0..<3 { try socket.waitFor("WATCHDOG=1") }
+                for _ in 0..<3 { try socket.waitFor("WATCHDOG=1", within: patience) }
                 daemon.process.signal(SIGTERM)
-                try socket.waitFor("STOPPING=1")
+                try socket.waitFor("STOPPING=1", within: patience)
                 try daemon.process.expectLine(startingWith: "stopped")
                 let exit = daemon.process.waitForExit()
-                let order = (socket.received.firstIndex(of: "READY=1") ?? .max) < (socket.received.firstIndex(of: "STOPPING=1") ?? -1)
+                let received = socket.received.withLock { $0 }
+                let order = (received.firstIndex(of: "READY=1") ?? .max) < (received.firstIndex(of: "STOPPING=1") ?? -1)
                 return (ready, exit, ping, order)
             }
         }.get()

@@ -3,6 +3,7 @@
 // then run the program (two processes) and compare what each process printed with the article.
 
 import Glibc
+import PackageTestSupport
 import Testing
 
 @Suite("DocC: the Distributed actors article's example is the compiled program", .timeLimit(.minutes(2)))
@@ -28,7 +29,7 @@ struct ArticleTests {
         let rest = paragraphs[(intro + 1)...].joined(separator: "\n")
         let shown = try #require(codeBlocks(in: rest, language: "").first)
             .split(separator: "\n").map(String.init)
-        let example = try PeerProcess([], executable: PeerProcess.besideTests("DistributedExample"))
+        let example = try PeerProcess([], executable: executableBesideTests("DistributedExample"))
         #expect(await example.exitStatus() == 0, "\(example.output)")
         let printed = example.output.split(separator: "\n").map(String.init)
         for role in ["daemon:", "client:"] {
@@ -38,28 +39,3 @@ struct ArticleTests {
     }
 }
 
-/// A file of this package by its path from the package root (found from this file's place).
-func readPackageFile(_ relativePath: String) -> String? {
-    var root = #filePath
-    for _ in 0..<3 { root = String(root[..<(root.lastIndex(of: "/") ?? root.startIndex)]) }
-    return readText(root + "/" + relativePath)
-}
-
-/// The contents of the fenced code blocks of `markdown` tagged `language` ("" for untagged).
-func codeBlocks(in markdown: String, language: String) -> [String] {
-    var blocks: [String] = []
-    var open: (language: Substring, lines: [Substring])?
-    for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-        if let block = open {
-            if line == "```" {
-                if block.language == language { blocks.append(block.lines.map { $0 + "\n" }.joined()) }
-                open = nil
-            } else {
-                open?.lines.append(line)
-            }
-        } else if line.hasPrefix("```") {
-            open = (line.dropFirst(3), [])
-        }
-    }
-    return blocks
-}

@@ -3,6 +3,7 @@
 
 import FoundationEssentials
 import Glibc
+import PackageTestSupport
 import RunLoopKit
 import RunLoopKitDistributed
 import Testing
@@ -89,16 +90,3 @@ extension String {
     fileprivate var leftPadded: String { count == 1 ? "0" + self : self }
 }
 
-/// A small text file's contents.
-func readText(_ path: String) -> String? {
-    guard let file = fopen(path, "r") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = fread(&chunk, 1, chunk.count, file)
-        if count <= 0 { break }
-        bytes += chunk[0..<count]
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}

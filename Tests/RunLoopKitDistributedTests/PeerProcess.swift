@@ -6,6 +6,7 @@
 // this process's pid and a serial, so tests running in parallel never meet.
 
 import Glibc
+import PackageTestSupport
 import Synchronization
 import Testing
 
@@ -97,20 +98,7 @@ final class PeerProcess: @unchecked Sendable {
     }
 
     /// The DistributedPeer executable, built beside the test binary.
-    static let executable = besideTests("DistributedPeer")
-
-    /// The path of an executable target built beside the test binary (a dependency of the test
-    /// target), or a message saying it is missing.
-    static func besideTests(_ name: String) -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        var folder = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        while let slash = folder.lastIndex(of: "/"), slash != folder.startIndex {
-            folder = String(folder[..<slash])
-            if access(folder + "/" + name, X_OK) == 0 { return folder + "/" + name }
-        }
-        return "\(name) not found above the test executable; build with --build-tests"
-    }
+    static let executable = executableBesideTests("DistributedPeer")
 }
 
 /// The error `body` throws, or nil when it returns.

@@ -3,6 +3,7 @@
 // run it as systemd would: a notify socket, a watchdog, a client by name, SIGHUP, SIGTERM.
 
 import Foundation
+import PackageTestSupport
 import RunLoopKit
 import Testing
 #if canImport(Glibc)
@@ -33,9 +34,9 @@ struct SystemdDocumentationExampleTests {
             "WATCHDOG_USEC": "2000000",     // a ping at once, then every second: few datagrams to queue
         ], arguments: [name])
 
-        let ready = try await socket.waitFor("READY=1")
+        let ready = try await socket.waitFor("READY=1", within: patience)
         #expect(ready.contains("STATUS=Serving \(name)"), "\(ready)")
-        try await socket.waitFor("WATCHDOG=1")
+        try await socket.waitFor("WATCHDOG=1", within: patience)
 
         let greeter = try MessagePort.connect(to: name)
         let reply = try await greeter.sendRequest(msgid: 7, components: [.data(Data("test".utf8))], timeout: patience)
@@ -43,11 +44,11 @@ struct SystemdDocumentationExampleTests {
         #expect(reply.data.map { String(decoding: $0, as: UTF8.self) } == "hello, test")
 
         daemon.send(SIGHUP)
-        try await socket.waitFor("RELOADING=1")
-        try await socket.waitFor("READY=1")
+        try await socket.waitFor("RELOADING=1", within: patience)
+        try await socket.waitFor("READY=1", within: patience)
 
         daemon.send(SIGTERM)
-        try await socket.waitFor("STOPPING=1")
+        try await socket.waitFor("STOPPING=1", within: patience)
         let exit = await daemon.waitForExit()
         #expect(exit == .exited(0), "\(exit); stdout: \(daemon.output.withLock { $0 })")
         try await daemon.waitForLine(startingWith: "ready")

@@ -1,4 +1,5 @@
 import Foundation
+import PackageTestSupport
 import RunLoopKit
 import Testing
 #if canImport(Glibc)
@@ -19,10 +20,10 @@ struct ExampleDaemonTests {
             "WATCHDOG_USEC": "200000",          // keep-alive every 100 ms
         ], arguments: [config])
 
-        let ready = try await socket.waitFor("READY=1")
+        let ready = try await socket.waitFor("READY=1", within: patience)
         #expect(ready.contains { $0.hasPrefix("STATUS=") }, "READY=1 comes with a STATUS=: \(ready)")
         for _ in 0..<3 {
-            try await socket.waitFor("WATCHDOG=1")
+            try await socket.waitFor("WATCHDOG=1", within: patience)
         }
         let clientDone = Locked(false)
         let started = try ExampleClientProcess(["--name", name, "--count", "1000", "--quiet"])
@@ -38,18 +39,18 @@ struct ExampleDaemonTests {
         let (clientExit, clientOutput) = await client.value
         #expect(clientExit == .exited(0), "\(clientOutput)")
         #expect(clientOutput.contains("done: 1000 correct replies"), "\(clientOutput)")
-        try await socket.waitFor("WATCHDOG=1")   // the loop kept its keep-alive going meanwhile
+        try await socket.waitFor("WATCHDOG=1", within: patience)   // the loop kept its keep-alive going meanwhile
 
         daemon.send(SIGHUP)
-        let reloading = try await socket.waitFor("RELOADING=1")
+        let reloading = try await socket.waitFor("RELOADING=1", within: patience)
         #expect(reloading.contains { $0.hasPrefix("MONOTONIC_USEC=") && UInt64($0.dropFirst(15)) != nil },
                 "RELOADING=1 carries MONOTONIC_USEC= in the same datagram: \(reloading)")
-        try await socket.waitFor("READY=1")
+        try await socket.waitFor("READY=1", within: patience)
         try await daemon.waitForLine(startingWith: "reloaded")
-        try await socket.waitFor("WATCHDOG=1")   // still alive after the reload
+        try await socket.waitFor("WATCHDOG=1", within: patience)   // still alive after the reload
 
         daemon.send(SIGTERM)
-        try await socket.waitFor("STOPPING=1")
+        try await socket.waitFor("STOPPING=1", within: patience)
         let exit = await daemon.waitForExit()
         #expect(exit == .exited(0), "daemon \(exit); stdout: \(daemon.output.withLock { $0 })")
         let summary = try await daemon.waitForLine(startingWith: "stopped")
@@ -98,7 +99,7 @@ struct ExampleDaemonTests {
         defer { unlink(config) }
         let socket = try NotifySocket()
         let daemon = try DaemonProcess(environment: ["NOTIFY_SOCKET": socket.path], arguments: [config])
-        try await socket.waitFor("READY=1")
+        try await socket.waitFor("READY=1", within: patience)
         let client = try ExampleClientProcess(["--name", name, "--count", "3", "--distributed"])
         let (clientExit, clientOutput) = await client.finish()
         #expect(clientExit == .exited(0), "\(clientOutput)")
@@ -121,7 +122,7 @@ struct ExampleDaemonTests {
         defer { unlink(config) }
         let socket = try NotifySocket()
         let daemon = try DaemonProcess(environment: ["NOTIFY_SOCKET": socket.path], arguments: [config])
-        try await socket.waitFor("READY=1")
+        try await socket.waitFor("READY=1", within: patience)
         // A client that would run for minutes keeps both workers busy, so SIGTERM lands mid-stream.
         let client = try ExampleClientProcess(["--name", name, "--count", "100000000", "--rounds", "20000", "--quiet"])
         let deadline = ContinuousClock.now + patience
@@ -131,7 +132,7 @@ struct ExampleDaemonTests {
         }
         #expect(flowing, "STATUS= never reported answered requests: \(socket.received.withLock { $0 })")
         daemon.send(SIGTERM)
-        try await socket.waitFor("STOPPING=1")
+        try await socket.waitFor("STOPPING=1", within: patience)
         #expect(await daemon.waitForExit() == .exited(0))
         let summary = try await daemon.waitForLine(startingWith: "stopped")
         #expect(summary.hasSuffix(" 0 unanswered"), "\(summary)")
@@ -164,7 +165,7 @@ struct ExampleDaemonTests {
         // hop back through the cooperative pool (two threads, shared by every suite running at
         // once) could take that long under a sanitizer.
         let started: Result<DaemonProcess, any Error>? = await onNewThread {
-            guard waitReadable(listening, before: .now + patience) else { return nil }
+            guard pollReady(listening, before: .now + patience) else { return nil }
             return Result { try DaemonProcess(environment: [:], arguments: [config], listeningSocket: listening,
                                               activationName: name) }
         }

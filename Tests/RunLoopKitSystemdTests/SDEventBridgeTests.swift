@@ -1,4 +1,5 @@
 import CSystemd
+import PackageTestSupport
 import Synchronization
 import Testing
 import RunLoopKit

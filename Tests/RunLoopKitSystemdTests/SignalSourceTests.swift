@@ -1,3 +1,4 @@
+import PackageTestSupport
 import Synchronization
 import Testing
 import RunLoopKit

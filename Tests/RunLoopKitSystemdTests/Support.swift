@@ -1,134 +1,14 @@
 import Foundation
+import PackageTestSupport
 import RunLoopKit
 import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A test failure with a message (thrown so a test stops at the first broken expectation).
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
 /// How long any wait in these tests may take before it counts as a failure. Generous: it
 /// bounds a hang, it is never a timing threshold (2 shared cores, debug builds).
 let patience: Duration = .seconds(10)
-
-/// Runs `body` on a new thread and returns its result, so blocking calls (poll, waitpid, a
-/// running ThreadRunLoop) never occupy a thread of the Swift concurrency pool.
-func onNewThread<T: Sendable>(_ name: String = "test-helper", _ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        let thread = Thread { continuation.resume(returning: body()) }
-        thread.name = name
-        thread.start()
-    }
-}
-
-/// Milliseconds left until `deadline`, for poll(2) (0 when it has passed).
-func millisecondsUntil(_ deadline: ContinuousClock.Instant) -> Int32 {
-    let left = ContinuousClock.now.duration(to: deadline)
-    guard left > .zero else { return 0 }
-    let (seconds, attoseconds) = left.components
-    return Int32(min(seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1, Int64(Int32.max)))
-}
-
-/// Waits until `fd` is readable or `deadline` passes; true when readable.
-func waitReadable(_ fd: Int32, before deadline: ContinuousClock.Instant) -> Bool {
-    while true {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let n = poll(&entry, 1, millisecondsUntil(deadline))
-        if n > 0 { return true }
-        if n == 0 { return false }
-        if errno != EINTR { return false }
-    }
-}
-
-/// A datagram AF_UNIX socket bound to a fresh path: what systemd listens on for sd_notify.
-final class NotifySocket: Sendable {
-    let path: String
-    let fd: Int32
-    /// Every assignment received so far, in order (for failure messages).
-    let received = Locked<[String]>([])
-    /// Datagrams read but not yet taken by `nextDatagram`, in order, and one signal each.
-    private let queued = Locked<[[String]]>([])
-    private let arrivals = DispatchSemaphore(value: 0)
-    private let readerDone = DispatchSemaphore(value: 0)
-
-    init() throws {
-        // sun_path holds 107 bytes: fall back to /tmp when $TMPDIR is deep.
-        let name = "rlk-notify-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        let preferred = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
-        path = preferred.utf8.count < 100 ? preferred : "/tmp/" + name
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw TestFailure("path too long: \(path)") }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard rc == 0 else { throw TestFailure("bind \(path): errno \(errno)") }
-        // Drained as datagrams come, not only while a test waits for one: sd_notify blocks once
-        // the socket holds net.unix.max_dgram_qlen (10) unread datagrams, and a daemon's loop
-        // blocked there would handle no signal (a test busy elsewhere, or short of CPU in a
-        // parallel run, let that happen with a daemon sending STATUS= every 50 ms).
-        let thread = Thread { [fd, queued, arrivals, readerDone] in
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = recv(fd, &buffer, buffer.count, 0)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { break }
-                let lines = String(decoding: buffer[..<n], as: UTF8.self).split(separator: "\n").map(String.init)
-                queued.withLock { $0.append(lines) }
-                arrivals.signal()
-            }
-            readerDone.signal()
-        }
-        thread.name = "notify-reader"
-        thread.start()
-    }
-
-    deinit {
-        // The reader returns from recv once the socket is shut down; only then is the number
-        // closed (it could otherwise be another test's socket by the reader's next recv).
-        shutdown(fd, Int32(SHUT_RDWR))
-        readerDone.wait()
-        close(fd)
-        unlink(path)
-    }
-
-    /// The next datagram's assignments, or nil when none arrived before `deadline`.
-    func nextDatagram(before deadline: ContinuousClock.Instant) async -> [String]? {
-        let (queued, arrivals) = (queued, arrivals)
-        let lines: [String]? = await onNewThread("notify-wait") {
-            let left = max(0, ContinuousClock.now.duration(to: deadline) / .milliseconds(1))
-            guard arrivals.wait(timeout: .now() + .milliseconds(Int(left))) == .success else { return nil }
-            return queued.withLock { $0.removeFirst() }
-        }
-        guard let lines else { return nil }
-        received.withLock { $0.append(contentsOf: lines) }
-        return lines
-    }
-
-    /// Reads datagrams until one holds `assignment` (a whole line such as "READY=1");
-    /// returns that datagram's lines. Throws after `patience`.
-    @discardableResult
-    func waitFor(_ assignment: String) async throws -> [String] {
-        let deadline = ContinuousClock.now + patience
-        while let lines = await nextDatagram(before: deadline) {
-            if lines.contains(assignment) { return lines }
-        }
-        throw TestFailure("no \(assignment) within \(patience); received: \(received.withLock { $0 })")
-    }
-}
 
 /// A daemon built beside the tests (example-daemon unless told otherwise), spawned with a chosen
 /// environment and its stdout on a socketpair.
@@ -148,14 +28,9 @@ final class DaemonProcess: Sendable {
     /// `executable` next to the test bundle: the build directory (`.build/<triple>/<config>`)
     /// holds both. Walks up a few levels in case the runner lives in a subdirectory.
     static func executablePath(_ executable: String = "example-daemon") throws -> String {
-        var directory = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            .deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent(executable).path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            directory.deleteLastPathComponent()
-        }
-        throw TestFailure("\(executable) not found near \(CommandLine.arguments[0]); build with --build-tests")
+        let path = executableBesideTests(executable)
+        guard access(path, X_OK) == 0 else { throw TestFailure(path) }
+        return path
     }
 
     /// Starts the daemon with the test's environment minus the systemd variables, plus
@@ -165,61 +40,8 @@ final class DaemonProcess: Sendable {
     /// (set by a shell that then execs the daemon, keeping its pid).
     init(executable: String = "example-daemon", environment: [String: String], arguments: [String] = [],
          listeningSocket: Int32? = nil, activationName: String = "example-daemon") throws {
-        let daemon = try Self.executablePath(executable)
-        let path = listeningSocket == nil ? daemon : "/bin/sh"
-        var pair: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
-            throw TestFailure("socketpair: errno \(errno)")
-        }
-        defer { close(pair[1]) }
-        stdoutFD = pair[0]
-
-        var env = ProcessInfo.processInfo.environment
-        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] { env[key] = nil }
-        env.merge(environment) { _, new in new }
-        var argStrings = [path] + arguments
-        if listeningSocket != nil {
-            env["LISTEN_FDS"] = "1"
-            env["LISTEN_FDNAMES"] = activationName
-            argStrings = [path, "-c", "LISTEN_PID=$$ exec \"$0\" \"$@\"", daemon] + arguments
-        }
-        let envStrings = env.map { "\($0.key)=\($0.value)" }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // stderr too: a daemon must not hold the test runner's own output open (if the runner
-        // died, `swift test` would wait for that output to end for ever).
-        posix_spawn_file_actions_adddup2(&actions, pair[1], STDOUT_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, pair[1], STDERR_FILENO)
-        // Through a spare number, so that dup2 never maps a descriptor onto itself (which
-        // would leave it close-on-exec).
-        let spare = listeningSocket.map { fcntl($0, F_DUPFD_CLOEXEC, 10) } ?? -1
-        defer { if spare >= 0 { close(spare) } }
-        if spare >= 0 { posix_spawn_file_actions_adddup2(&actions, spare, 3) }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGHUP, SIGINT, SIGUSR1, SIGUSR2, SIGPIPE] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var child: pid_t = 0
-        let rc = withCStrings(argStrings) { argv in
-            withCStrings(envStrings) { envp in
-                posix_spawn(&child, path, &actions, &attributes, argv, envp)
-            }
-        }
-        guard rc == 0 else {
-            close(pair[0])
-            throw TestFailure("posix_spawn \(path): \(String(cString: strerror(rc)))")
-        }
-        pid = child
+        (pid, stdoutFD) = try spawnDaemon(try Self.executablePath(executable), arguments, environment: environment,
+                                          listeningSocket: listeningSocket, activationName: activationName)
     }
 
     deinit {
@@ -246,7 +68,7 @@ final class DaemonProcess: Sendable {
             if let line = takeLine(startingWith: prefix) { return line }
             let fd = stdoutFD
             let chunk: [UInt8]? = await onNewThread("stdout-reader") {
-                guard waitReadable(fd, before: deadline) else { return nil }
+                guard pollReady(fd, before: deadline) else { return nil }
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 let n = read(fd, &buffer, buffer.count)
                 return n > 0 ? Array(buffer[..<n]) : nil
@@ -307,14 +129,6 @@ final class DaemonProcess: Sendable {
         if status & 0x7f == 0 { return .exited((status >> 8) & 0xff) }
         return .signalled(status & 0x7f)
     }
-}
-
-/// Calls `body` with a NULL-terminated `char *[]` of copies of `strings`.
-func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
-    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
-    pointers.append(nil)
-    defer { pointers.forEach { free($0) } }
-    return body(pointers)
 }
 
 /// example-client (next to example-daemon) running with some arguments, started on the calling thread (so it runs even while the

@@ -1,3 +1,4 @@
+import PackageTestSupport
 import Testing
 @testable import RunLoopKitSystemd
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import Foundation
+import PackageTestSupport
 import RunLoopKit
 import Testing
 #if canImport(Glibc)
@@ -16,15 +17,15 @@ struct WatchdogTests {
             "NOTIFY_SOCKET": socket.path,
             "WATCHDOG_USEC": "200000",          // a ping every 100 ms
         ])
-        try await socket.waitFor("READY=1")
-        try await socket.waitFor("WATCHDOG=1")
-        try await socket.waitFor("WATCHDOG=1")   // both loops turn: pings
+        try await socket.waitFor("READY=1", within: patience)
+        try await socket.waitFor("WATCHDOG=1", within: patience)
+        try await socket.waitFor("WATCHDOG=1", within: patience)   // both loops turn: pings
 
         daemon.send(SIGUSR1)
         try await daemon.waitForLine(startingWith: "wedged")
         // The keep-alive says on the socket when it first withholds a ping: every datagram after
         // that one was sent after the wedge was seen.
-        try await socket.waitFor("STATUS=withheld: worker")
+        try await socket.waitFor("STATUS=withheld: worker", within: patience)
         var ticks = 0
         while ticks < 20 {                      // a second of the main loop's ticks: ten ping periods
             let lines = try #require(await socket.nextDatagram(before: .now + patience),
@@ -35,7 +36,7 @@ struct WatchdogTests {
 
         daemon.send(SIGUSR2)
         try await daemon.waitForLine(startingWith: "unwedged")
-        try await socket.waitFor("WATCHDOG=1")
+        try await socket.waitFor("WATCHDOG=1", within: patience)
 
         daemon.send(SIGTERM)
         let exit = await daemon.waitForExit()

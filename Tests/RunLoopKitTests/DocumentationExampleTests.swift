@@ -5,6 +5,7 @@
 // (The systemd article's example needs a notify socket: RunLoopKitSystemdTests runs it.)
 
 import Glibc
+import PackageTestSupport
 import Testing
 
 struct DocumentedExample: Sendable, CustomTestStringConvertible {
@@ -30,8 +31,8 @@ struct DocumentationExampleTests {
 
     @Test("the article shows its example program verbatim", arguments: examples)
     func articleShowsTheProgram(_ example: DocumentedExample) throws {
-        let article = try #require(readDocument("Sources/RunLoopKit/RunLoopKit.docc/" + example.article))
-        let program = try #require(readDocument("Tests/DocExamples/\(example.folder)/main.swift"))
+        let article = try #require(readPackageFile("Sources/RunLoopKit/RunLoopKit.docc/" + example.article))
+        let program = try #require(readPackageFile("Tests/DocExamples/\(example.folder)/main.swift"))
         let shown = codeBlocks(in: article, language: "swift").contains(program)
         #expect(shown, """
             \(example.article) shows no swift code block identical to Tests/DocExamples/\(example.folder)/main.swift; \
@@ -41,7 +42,7 @@ struct DocumentationExampleTests {
 
     @Test("the example runs, exits 0 and prints the lines its article shows", arguments: examples)
     func programPrintsWhatTheArticleSays(_ example: DocumentedExample) throws {
-        let article = try #require(readDocument("Sources/RunLoopKit/RunLoopKit.docc/" + example.article))
+        let article = try #require(readPackageFile("Sources/RunLoopKit/RunLoopKit.docc/" + example.article))
         let printed = try #require(printedLines(in: article), "\(example.article) shows no output after its example")
         let outcome = try #require(runChild(executableBesideTests(example.executable), [], timeout: .seconds(60)),
                                    "could not start \(example.executable)")
@@ -57,8 +58,8 @@ struct DocumentationExampleTests {
 
 @Test("the README's example is Tests/LoopHost/ReadmeExample.swift, but for the function that wraps it there")
 func readmeShowsTheRunExample() throws {
-    let readme = try #require(readDocument("README.md"))
-    let file = try #require(readDocument("Tests/LoopHost/ReadmeExample.swift"))
+    let readme = try #require(readPackageFile("README.md"))
+    let file = try #require(readPackageFile("Tests/LoopHost/ReadmeExample.swift"))
     // The file: a comment, the imports, then `func runReadmeExample() throws {`, the example
     // indented by four spaces, and `}`.
     let lines = file.split(separator: "\n", omittingEmptySubsequences: false).drop { $0.hasPrefix("//") || $0.isEmpty }
@@ -70,33 +71,6 @@ func readmeShowsTheRunExample() throws {
     #expect(shown, "README.md shows no swift code block identical to ReadmeExample.swift's example:\n\(example)")
 }
 
-/// A file of this package, by its path from the package root (found from this source file's
-/// place, Tests/RunLoopKitTests/).
-func readDocument(_ relativePath: String) -> String? {
-    var root = #filePath
-    for _ in 0..<3 { root = String(root[..<(root.lastIndex(of: "/") ?? root.startIndex)]) }
-    return readSmallFile(root + "/" + relativePath)
-}
-
-/// The contents of the fenced code blocks of `markdown` tagged `language` ("" for untagged).
-func codeBlocks(in markdown: String, language: String) -> [String] {
-    var blocks: [String] = []
-    var open: (language: Substring, lines: [Substring])?
-    for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-        if let block = open {
-            if line == "```" {
-                if block.language == language { blocks.append(block.lines.map { $0 + "\n" }.joined()) }
-                open = nil
-            } else {
-                open?.lines.append(line)
-            }
-        } else if line.hasPrefix("```") {
-            open = (line.dropFirst(3), [])
-        }
-    }
-    return blocks
-}
-
 /// The lines of the article's untagged block that follows "It prints", its example's output.
 func printedLines(in article: String) -> [String]? {
     guard let intro = article.range(of: "It prints") else { return nil }
@@ -104,14 +78,3 @@ func printedLines(in article: String) -> [String]? {
         .split(separator: "\n").map(String.init)
 }
 
-/// An executable target built beside the test binary (a dependency of the test target).
-func executableBesideTests(_ name: String) -> String {
-    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    var folder = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    while let slash = folder.lastIndex(of: "/"), slash != folder.startIndex {
-        folder = String(folder[..<slash])
-        if access(folder + "/" + name, X_OK) == 0 { return folder + "/" + name }
-    }
-    return "\(name) not found above the test executable; build with --build-tests"
-}

@@ -5,6 +5,7 @@
 // bound: a stall is reported within 2 × the threshold of its start.
 
 import Glibc
+import PackageTestSupport
 import RunLoopKit
 import Synchronization
 import Testing
@@ -209,7 +210,7 @@ struct HangWatchTests {
 
 /// Voluntary plus involuntary context switches of thread `tid` of this process.
 private func contextSwitches(of tid: pid_t) -> Int? {
-    guard let status = readSmallFile("/proc/self/task/\(tid)/status") else { return nil }
+    guard let status = readText("/proc/self/task/\(tid)/status") else { return nil }
     var total = 0
     for line in status.split(separator: "\n") where line.contains("ctxt_switches:") {
         guard let value = Int(String(line.drop { $0 != "\t" }.dropFirst())) else { return nil }

@@ -8,6 +8,7 @@
 // child died by a signal (SIGILL or SIGTRAP) and that its stderr names the mistake.
 
 import Glibc
+import PackageTestSupport
 import RunLoopKit
 import Synchronization
 import Testing
@@ -145,7 +146,7 @@ struct PreconditionCrashEntry {
 func runCrashChild(_ which: CrashCase, timeout: Duration = .seconds(120)) -> ChildOutcome? {
     let exe = "/proc/self/exe"
     // Environment: ours (from /proc/self/environ), plus the case, minus the backtracer.
-    var env = (readSmallFile("/proc/self/environ") ?? "")
+    var env = (readText("/proc/self/environ") ?? "")
         .split(separator: "\0").map(String.init)
         .filter { !$0.hasPrefix(crashCaseVariable + "=") && !$0.hasPrefix("SWIFT_BACKTRACE=") }
     env.append("\(crashCaseVariable)=\(which.rawValue)")

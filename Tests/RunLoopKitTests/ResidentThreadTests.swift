@@ -1,6 +1,7 @@
 // Guarantees §3.17: ResidentThread.
 
 import Glibc
+import PackageTestSupport
 import RunLoopKit
 import Synchronization
 import Testing
@@ -35,7 +36,7 @@ struct ResidentThreadTests {
         let thread = ResidentThread(name: name)
         defer { thread.stop() }
         let tid = try residentTID(thread)
-        #expect(readSmallFile("/proc/self/task/\(tid)/comm") == name + "\n")
+        #expect(readText("/proc/self/task/\(tid)/comm") == name + "\n")
         #expect(processThreads().contains { $0.name == name })
     }
 

@@ -11,6 +11,7 @@
 //   return what they observed and the test asserts on it.
 
 import Glibc
+import PackageTestSupport
 import RunLoopKit
 import Synchronization
 
@@ -309,20 +310,6 @@ func isOpenDescriptor(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
 
 // MARK: - /proc
 
-func readSmallFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n <= 0 { break }
-        bytes.append(contentsOf: buffer[0..<n])
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
-
 /// (tid, comm) of every thread of this process.
 func processThreads() -> [(tid: pid_t, name: String)] {
     guard let dir = opendir("/proc/self/task") else { return [] }
@@ -333,7 +320,7 @@ func processThreads() -> [(tid: pid_t, name: String)] {
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
         guard let tid = pid_t(name) else { continue }
-        let comm = readSmallFile("/proc/self/task/\(tid)/comm") ?? ""
+        let comm = readText("/proc/self/task/\(tid)/comm") ?? ""
         out.append((tid, comm.hasSuffix("\n") ? String(comm.dropLast()) : comm))
     }
     return out
@@ -375,7 +362,7 @@ struct ChildOutcome: Sendable {
 /// `timeout` is killed and its output reads "<timed out>". Nil if it could not be spawned.
 func runChild(_ executable: String, _ arguments: [String], environment: [String]? = nil,
               capturing: Int32 = 1, timeout: Duration = .seconds(120)) -> ChildOutcome? {
-    let env = environment ?? (readSmallFile("/proc/self/environ") ?? "").split(separator: "\0").map(String.init)
+    let env = environment ?? (readText("/proc/self/environ") ?? "").split(separator: "\0").map(String.init)
     var pipeFDs: [Int32] = [-1, -1]
     guard pipe2(&pipeFDs, O_CLOEXEC) == 0 else { return nil }
     var actions = posix_spawn_file_actions_t()

@@ -1,0 +1,77 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts the daemon at `path` with `arguments` as systemd would, its stdout and stderr on a
+/// socketpair whose other end is returned (the caller reads and closes it). The environment is
+/// the test's minus the systemd variables, plus `environment`. Signals are reset to their
+/// defaults and unblocked. `listeningSocket` becomes descriptor 3 with LISTEN_FDS=1,
+/// LISTEN_FDNAMES=`activationName` and LISTEN_PID the daemon's pid (set by a shell that then
+/// execs the daemon, keeping its pid).
+package func spawnDaemon(_ path: String, _ arguments: [String], environment: [String: String],
+                         listeningSocket: Int32?, activationName: String) throws -> (pid: pid_t, output: Int32) {
+    var pair: [Int32] = [-1, -1]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+        throw TestFailure("socketpair: errno \(errno)")
+    }
+    defer { close(pair[1]) }
+
+    var env = ProcessInfo.processInfo.environment
+    for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] {
+        env[key] = nil
+    }
+    env.merge(environment) { _, new in new }
+    var program = path
+    var argv = [path] + arguments
+    if listeningSocket != nil {
+        env["LISTEN_FDS"] = "1"
+        env["LISTEN_FDNAMES"] = activationName
+        program = "/bin/sh"
+        argv = ["/bin/sh", "-c", "LISTEN_PID=$$ exec \"$0\" \"$@\"", path] + arguments
+    }
+
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    // stderr too: a daemon must not hold the test runner's own output open (if the runner
+    // died, `swift test` would wait for that output to end for ever).
+    posix_spawn_file_actions_adddup2(&actions, pair[1], STDOUT_FILENO)
+    posix_spawn_file_actions_adddup2(&actions, pair[1], STDERR_FILENO)
+    // Through a spare number, so that dup2 never maps a descriptor onto itself (which would
+    // leave it close-on-exec).
+    let spare = listeningSocket.map { fcntl($0, F_DUPFD_CLOEXEC, 10) } ?? -1
+    defer { if spare >= 0 { close(spare) } }
+    if spare >= 0 { posix_spawn_file_actions_adddup2(&actions, spare, 3) }
+    // Nothing else of the test process's: a descriptor another test running in parallel holds
+    // without close-on-exec would otherwise live on in the child (and keep, say, its peer from
+    // seeing end of file). Glibc's closefrom action is not exported to Swift.
+    let firstClosed: Int32 = spare >= 0 ? 4 : 3
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+        if let fd = Int32(name), fd >= firstClosed { posix_spawn_file_actions_addclose(&actions, fd) }
+    }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGTERM, SIGHUP, SIGINT, SIGUSR1, SIGUSR2, SIGPIPE] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+    var child: pid_t = 0
+    let envStrings = env.map { "\($0.key)=\($0.value)" }
+    let rc = withCStrings(argv) { argvPointers in
+        withCStrings(envStrings) { envPointers in
+            posix_spawn(&child, program, &actions, &attributes, argvPointers, envPointers)
+        }
+    }
+    guard rc == 0 else {
+        close(pair[0])
+        throw TestFailure("posix_spawn \(program): \(String(cString: strerror(rc)))")
+    }
+    return (child, pair[0])
+}
