@@ -72,6 +72,12 @@ struct Plans: Sendable {
     var caseTimeout: Duration {
         max(latency.budget, stream.budget) * 6 + .seconds(30)
     }
+
+    /// `caseTimeout`, and for the churn case the two callgrind runs it starts besides its timed
+    /// windows (each a few tens of seconds: valgrind reads the whole executable's symbols).
+    func caseTimeout(for benchmarkCase: BenchmarkCase) -> Duration {
+        benchmarkCase.workload == .churn ? caseTimeout + .seconds(120) : caseTimeout
+    }
 }
 
 /// A latency run: `warmup` samples are discarded, then samples are recorded until

@@ -53,7 +53,7 @@ FileHandle.standardOutput.write(Data(debugBuildNotice.utf8))
 let machine = Machine.current()
 func run(_ benchmarkCase: BenchmarkCase, _ label: String = "") -> CaseResult {
     FileHandle.standardError.write(Data("  running \(benchmarkCase)\(label)\n".utf8))
-    return ChildProcess.run(benchmarkCase, options: options, timeout: plans.caseTimeout)
+    return ChildProcess.run(benchmarkCase, options: options, timeout: plans.caseTimeout(for: benchmarkCase))
 }
 var results: [CaseResult] = []
 for regime in options.regimes {
