@@ -88,6 +88,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         } catch {
             preconditionFailure("RunLoopKit: cannot create the wake-up eventfd of the run loop of \(owner): \(error)")
         }
+        if isMain {
+            // libdispatch makes the main queue's eventfd on first use and traps when it cannot.
+            // Made with the loop, not when it first runs: a daemon that creates its main loop at
+            // startup and only later runs it, after its connections took every descriptor, would
+            // otherwise die there.
+            _ = MainDispatchQueue.handle
+        }
         executorSlot.initialize(LoopExecutor(runLoop: self))
     }
 
@@ -102,6 +109,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     public static var current: ThreadRunLoop { CurrentLoop.loop() }
 
     /// The main thread's run loop (the thread whose tid is the process id), callable from any thread.
+    /// Cost: a load (creation: its eventfd and the main dispatch queue's, which it serves).
     public static var main: ThreadRunLoop { CurrentLoop.mainLoop }
 
     /// The innermost mode being run, or nil when the loop is not running. Any thread; takes a lock.

@@ -10,6 +10,8 @@
 //                    or on another thread's loop; it runs once the loop is in a common mode, and
 //                    in a mode made common with addCommonMode.
 //   readme           the README's example, as written there (ReadmeExample.swift).
+//   no-descriptors   the main loop made, then every descriptor taken (as a daemon's clients take
+//                    them), then the loop first run: it serves the main queue and does not trap.
 //
 // Output: "key: value" lines on stdout, checked by the test; exit 0.
 
@@ -119,6 +121,27 @@ case "modes":
 
 case "readme":
     try runReadmeExample()
+
+case "no-descriptors":
+    // The default mode exists before the descriptors run out (a daemon adds its sources at
+    // startup); only the loop's first run comes after.
+    let keepAlive = RunLoopTimer(fireAt: .now + .seconds(3600)) { _ in }
+    loop.add(keepAlive, forMode: .default)
+    var limit = rlimit()
+    getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = 64
+    setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+    var taken: [Int32] = []
+    while case let fd = open("/dev/null", O_RDONLY | O_CLOEXEC), fd >= 0 { taken.append(fd) }
+    say("descriptors exhausted: \(errno == EMFILE)")
+    DispatchQueue.main.async {
+        say("block on main thread: \(onMainThread())")
+        ThreadRunLoop.main.stop()
+    }
+    loop.run(until: hangGuard)
+    say("run returned before the hang guard: \(ContinuousClock.now < hangGuard)")
+    taken.forEach { close($0) }
+    keepAlive.invalidate()
 
 default:
     say("unknown scenario")

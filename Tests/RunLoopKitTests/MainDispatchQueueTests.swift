@@ -74,4 +74,14 @@ struct MainDispatchQueueTests {
             "ran in the mode made common: true",
         ])
     }
+
+    @Test("the main loop made at startup serves the main queue on its first run even when every descriptor was taken meanwhile (no trap in libdispatch)")
+    func mainLoopRunsWithNoDescriptorsLeft() throws {
+        let lines = try #require(hostLines("no-descriptors"))
+        #expect(lines == [
+            "descriptors exhausted: true",
+            "block on main thread: true",
+            "run returned before the hang guard: true",
+        ])
+    }
 }
