@@ -211,7 +211,7 @@ struct BadInputTests {
                 // A descriptor limit of 40 (the daemon cannot raise a hard limit), 20-odd of them
                 // its own: connections past it are accepted and closed at once.
                 let limited = try ChildProcess("/bin/sh", ["-c", "ulimit -n 40 && exec \"$0\" --port 0",
-                                                           try ChildProcess.builtProduct("kv-daemon")])
+                                                           try builtExecutable("kv-daemon")])
                 let ready = try limited.expectLine(startingWith: "ready port=")
                 guard let port = readyPort(ready) else { throw TestFailure("unexpected ready line: \(ready)") }
                 let baseline = limited.openDescriptors

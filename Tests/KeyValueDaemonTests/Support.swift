@@ -89,13 +89,6 @@ final class ChildProcess: @unchecked Sendable {
         close(outputFD)
     }
 
-    /// `executable` next to the test bundle: the build directory holds both.
-    static func builtProduct(_ name: String) throws -> String {
-        let path = executableBesideTests(name)
-        guard access(path, X_OK) == 0 else { throw TestFailure(path) }
-        return path
-    }
-
     var hasExited: Bool { lock.withLock { reaped } }
 
     func signal(_ signal: Int32) {
@@ -222,7 +215,7 @@ final class KVDaemon: Sendable {
     let port: UInt16
 
     init(shards: Int = 1, arguments: [String] = [], environment: [String: String] = [:]) throws {
-        process = try ChildProcess(try ChildProcess.builtProduct("kv-daemon"),
+        process = try ChildProcess(try builtExecutable("kv-daemon"),
                                    ["--port", "0", "--shards", "\(shards)"] + arguments, environment: environment)
         let ready = try process.expectLine(startingWith: "ready port=")
         guard let port = readyPort(ready) else {

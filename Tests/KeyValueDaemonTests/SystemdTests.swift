@@ -53,7 +53,7 @@ struct SystemdTests {
                 // Connected (into the backlog) and its request sent while no daemon runs.
                 let early = try RawClient(port: port)
                 try early.send(RawClient.encode(["SET", "early", "bird"]))
-                let process = try ChildProcess(try ChildProcess.builtProduct("kv-daemon"), ["--port", "1"],
+                let process = try ChildProcess(try builtExecutable("kv-daemon"), ["--port", "1"],
                                                listeningSocket: listening)
                 let ready = try process.expectLine(startingWith: "ready port=")
                 guard ready.hasPrefix("ready port=\(port) ") else { throw TestFailure("not on the passed socket: \(ready)") }

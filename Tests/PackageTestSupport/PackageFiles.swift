@@ -57,3 +57,10 @@ package func executableBesideTests(_ name: String) -> String {
     }
     return "\(name) not found above the test executable; build with --build-tests"
 }
+
+/// `executableBesideTests(_:)`, throwing when the executable is not there.
+package func builtExecutable(_ name: String) throws -> String {
+    let path = executableBesideTests(name)
+    guard access(path, X_OK) == 0 else { throw TestFailure(path) }
+    return path
+}

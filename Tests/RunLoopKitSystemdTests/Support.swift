@@ -25,14 +25,6 @@ final class DaemonProcess: Sendable {
     let output = Locked<[String]>([])
     private let pending = Locked<[UInt8]>([])
 
-    /// `executable` next to the test bundle: the build directory (`.build/<triple>/<config>`)
-    /// holds both. Walks up a few levels in case the runner lives in a subdirectory.
-    static func executablePath(_ executable: String = "example-daemon") throws -> String {
-        let path = executableBesideTests(executable)
-        guard access(path, X_OK) == 0 else { throw TestFailure(path) }
-        return path
-    }
-
     /// Starts the daemon with the test's environment minus the systemd variables, plus
     /// `environment`. Signals are reset to their defaults and unblocked in the child. With a
     /// `listeningSocket`, the daemon is socket-activated as systemd would do it: the socket at
@@ -40,7 +32,7 @@ final class DaemonProcess: Sendable {
     /// (set by a shell that then execs the daemon, keeping its pid).
     init(executable: String = "example-daemon", environment: [String: String], arguments: [String] = [],
          listeningSocket: Int32? = nil, activationName: String = "example-daemon") throws {
-        (pid, stdoutFD) = try spawnDaemon(try Self.executablePath(executable), arguments, environment: environment,
+        (pid, stdoutFD) = try spawnDaemon(try builtExecutable(executable), arguments, environment: environment,
                                           listeningSocket: listeningSocket, activationName: activationName)
     }
 
@@ -138,7 +130,7 @@ struct ExampleClientProcess: @unchecked Sendable {
     let output = Pipe()
 
     init(_ arguments: [String]) throws {
-        let path = (try DaemonProcess.executablePath() as NSString).deletingLastPathComponent + "/example-client"
+        let path = try builtExecutable("example-client")
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         process.standardOutput = output

@@ -3,19 +3,11 @@
 // main thread runs ThreadRunLoop.main; the test checks the lines it prints.
 
 import Glibc
+import PackageTestSupport
 import Testing
 
 /// LoopHost, built beside this test binary (a dependency of the test target).
-private let loopHost: String = {
-    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    var folder = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    while let slash = folder.lastIndex(of: "/"), slash != folder.startIndex {
-        folder = String(folder[..<slash])
-        if access(folder + "/LoopHost", X_OK) == 0 { return folder + "/LoopHost" }
-    }
-    return "LoopHost not found above the test executable; build with --build-tests"
-}()
+private let loopHost = executableBesideTests("LoopHost")
 
 /// Runs a LoopHost scenario; its stdout lines, or nil (recorded as an issue) if it failed.
 private func hostLines(_ scenario: String) -> [String]? {
