@@ -186,6 +186,13 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
     /// decides a ratio on its own. Every peer is measured the same way.
     var runsTwice: Bool { regime == .pinned && (workload.measuresLatency || workload.isStream) }
 
+    /// The configuration this row is measured in alternation with, in the same process
+    /// (`Interleaved`), for a bar that compares the two: RunLoopKit without its loop-health
+    /// hooks, for the loop-health rows. Nil for every other row.
+    var interleavedReference: BenchmarkCase? {
+        peer == .runLoopKitHealth ? BenchmarkCase(workload: workload, peer: .runLoopKit, regime: regime) : nil
+    }
+
     /// The single-argument form passed to a child process: `workload/peer/regime`.
     var description: String { "\(workload.rawValue)/\(peer.rawValue)/\(regime.rawValue)" }
 

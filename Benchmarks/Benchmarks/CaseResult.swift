@@ -12,6 +12,9 @@ struct CaseResult: Sendable {
     var samples: Int?
     /// Share of samples during which both threads were on the same CPU.
     var sameCPUShare: Double?
+    /// An interleaved row's (`BenchmarkCase.interleavedReference`): the p50 of its reference
+    /// configuration, measured in alternation with it in the same process.
+    var referenceP50: Double?
     // Throughput rows; nil for latency rows.
     var messagesPerSecond: Double?
     /// RSS growth from the end of the warm-up to the end of the stream.
@@ -96,7 +99,8 @@ struct CaseResult: Sendable {
         var fields: [(String, String?)] = [
             ("p50", p50.map { "\($0)" }), ("p99", p99.map { "\($0)" }), ("p999", p999.map { "\($0)" }),
             ("mean", mean.map { "\($0)" }), ("samples", samples.map { "\($0)" }),
-            ("same_cpu", sameCPUShare.map { "\($0)" }), ("msgs_per_s", messagesPerSecond.map { "\($0)" }),
+            ("same_cpu", sameCPUShare.map { "\($0)" }), ("reference_p50", referenceP50.map { "\($0)" }),
+            ("msgs_per_s", messagesPerSecond.map { "\($0)" }),
             ("rss_growth", rssGrowthBytes.map { "\($0)" }),
             // items x threads : ns per operation [: instructions per operation], comma-separated
             ("churn", churn.map { points in
@@ -137,6 +141,7 @@ struct CaseResult: Sendable {
         mean = values["mean"].flatMap { Double($0) }
         samples = values["samples"].flatMap { Int($0) }
         sameCPUShare = values["same_cpu"].flatMap { Double($0) }
+        referenceP50 = values["reference_p50"].flatMap { Double($0) }
         messagesPerSecond = values["msgs_per_s"].flatMap { Double($0) }
         rssGrowthBytes = values["rss_growth"].flatMap { Int64($0) }
         churn = values["churn"].map { text in

@@ -14,6 +14,14 @@ struct AllocationWindow: Sendable {
     }
 }
 
+extension bench_alloc_counts {
+    /// Adds what was allocated within `window`.
+    mutating func add(_ window: AllocationWindow) {
+        allocations += window.end.allocations &- window.begin.allocations
+        bytes += window.end.bytes &- window.begin.bytes
+    }
+}
+
 /// Samples owned by one latency run, allocated before its measured window so that
 /// recording never allocates inside it.
 final class SampleBuffer: @unchecked Sendable {

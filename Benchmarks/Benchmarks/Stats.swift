@@ -19,6 +19,11 @@ struct LatencySummary: Sendable {
         mean = Double(samples.reduce(0, +)) / Double(samples.count) / 1_000
     }
 
+    /// Sorts `measurement`'s samples in place and summarises them.
+    init(_ measurement: LatencyMeasurement) {
+        self.init(sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
+    }
+
     /// The nearest-rank percentile: the smallest sample with at least `fraction` of all
     /// samples at or below it.
     private static func nearestRank(_ fraction: Double, of sorted: UnsafeMutableBufferPointer<UInt64>) -> Double {

@@ -72,10 +72,17 @@ enum Catalogue {
     static func run(_ benchmarkCase: BenchmarkCase, plans: Plans) -> CaseResult {
         switch benchmarkCase.workload {
         case .pingpong, .idle, .perform, .xprocess, .actorhop, .xhost:
-            let measurement = latency(benchmarkCase, plans.latency(for: benchmarkCase))
-            let summary = LatencySummary(
-                sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
-            return CaseResult(benchmarkCase, latency: summary, measurement: measurement)
+            let plan = plans.latency(for: benchmarkCase)
+            guard let reference = benchmarkCase.interleavedReference else {
+                let measurement = latency(benchmarkCase, plan)
+                return CaseResult(benchmarkCase, latency: LatencySummary(measurement), measurement: measurement)
+            }
+            let (row, alternate) = Interleaved.measure(plan) { segment, isReference in
+                latency(isReference ? reference : benchmarkCase, segment)
+            }
+            var result = CaseResult(benchmarkCase, latency: LatencySummary(row), measurement: row)
+            result.referenceP50 = LatencySummary(alternate).p50
+            return result
         case .throughput, .fanin, .asyncstream, .xhostrate:
             return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plans.stream(for: benchmarkCase)))
         case .payloads, .xpayloads, .threads:

@@ -18,15 +18,13 @@ extension RunLoopKitPeer {
         var messages = 0
         var allocations = bench_alloc_counts()
         func add(_ parameter: Int, _ measurement: LatencyMeasurement, roundTripsPerSecond: Double? = nil) {
-            let summary = LatencySummary(
-                sortingNanoseconds: UnsafeMutableBufferPointer(rebasing: measurement.samples.storage[..<measurement.count]))
+            let summary = LatencySummary(measurement)
             points.append(ScalePoint(parameter: parameter, p50: summary.p50, p99: summary.p99,
                                      roundTripsPerSecond: roundTripsPerSecond ?? 1e6 / summary.mean,
                                      allocationsPerMessage: measurement.allocations.allocationsPerMessage(measurement.messages),
                                      bytesPerMessage: measurement.allocations.bytesPerMessage(measurement.messages)))
             messages += measurement.messages
-            allocations.allocations += measurement.allocations.end.allocations &- measurement.allocations.begin.allocations
-            allocations.bytes += measurement.allocations.end.bytes &- measurement.allocations.begin.bytes
+            allocations.add(measurement.allocations)
         }
         switch workload {
         case .payloads:
