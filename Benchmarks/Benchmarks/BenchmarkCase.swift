@@ -188,9 +188,15 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
 
     /// The configuration this row is measured in alternation with, in the same process
     /// (`Interleaved`), for a bar that compares the two: RunLoopKit without its loop-health
-    /// hooks, for the loop-health rows. Nil for every other row.
+    /// hooks for the loop-health rows, RunLoopKit's one-sender stream for its fan-in row and for
+    /// the Swift Data ring's row. Nil for every other row.
     var interleavedReference: BenchmarkCase? {
-        peer == .runLoopKitHealth ? BenchmarkCase(workload: workload, peer: .runLoopKit, regime: regime) : nil
+        switch (workload, peer) {
+        case (_, .runLoopKitHealth): BenchmarkCase(workload: workload, peer: .runLoopKit, regime: regime)
+        case (.fanin, .runLoopKit), (.throughput, .swiftRing):
+            BenchmarkCase(workload: .throughput, peer: .runLoopKit, regime: regime)
+        default: nil
+        }
     }
 
     /// The single-argument form passed to a child process: `workload/peer/regime`.

@@ -17,6 +17,9 @@ struct CaseResult: Sendable {
     var referenceP50: Double?
     // Throughput rows; nil for latency rows.
     var messagesPerSecond: Double?
+    /// An interleaved stream row's (`BenchmarkCase.interleavedReference`): the rate of its
+    /// reference configuration, measured in alternation with it in the same process.
+    var referenceMessagesPerSecond: Double?
     /// RSS growth from the end of the warm-up to the end of the stream.
     var rssGrowthBytes: Int64?
     // Churn rows; nil for the others. `messages` and the allocations count its operations.
@@ -101,6 +104,7 @@ struct CaseResult: Sendable {
             ("mean", mean.map { "\($0)" }), ("samples", samples.map { "\($0)" }),
             ("same_cpu", sameCPUShare.map { "\($0)" }), ("reference_p50", referenceP50.map { "\($0)" }),
             ("msgs_per_s", messagesPerSecond.map { "\($0)" }),
+            ("reference_msgs_per_s", referenceMessagesPerSecond.map { "\($0)" }),
             ("rss_growth", rssGrowthBytes.map { "\($0)" }),
             // items x threads : ns per operation [: instructions per operation], comma-separated
             ("churn", churn.map { points in
@@ -143,6 +147,7 @@ struct CaseResult: Sendable {
         sameCPUShare = values["same_cpu"].flatMap { Double($0) }
         referenceP50 = values["reference_p50"].flatMap { Double($0) }
         messagesPerSecond = values["msgs_per_s"].flatMap { Double($0) }
+        referenceMessagesPerSecond = values["reference_msgs_per_s"].flatMap { Double($0) }
         rssGrowthBytes = values["rss_growth"].flatMap { Int64($0) }
         churn = values["churn"].map { text in
             text.split(separator: ",").compactMap { point in

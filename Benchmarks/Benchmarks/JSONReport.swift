@@ -5,7 +5,7 @@ import Foundation
 /// `{"machine": {…}, "quick": Bool, "results": [{"workload", "peer", "regime",
 /// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c", "baseline",
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
-/// "peak_rss_bytes", "rss_growth_bytes", "reference_p50_us"}], "references": [same shape], "scale": [{"workload",
+/// "peak_rss_bytes", "rss_growth_bytes", "reference_p50_us", "reference_msgs_per_s"}], "references": [same shape], "scale": [{"workload",
 /// "regime", "point", "p50_us", "p99_us", "round_trips_per_s", "allocs_per_msg", "bytes_per_msg"}], "churn": [{"regime",
 /// "items", "threads", "ns_per_op", "instructions_per_op"}], "bars": [{"bar", "met", "detail"}]}`. A scale point is
 /// a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs (`threads`).
@@ -13,9 +13,9 @@ import Foundation
 /// (`Peer.isReference`: the Swift Data and [Component] rings, C futex, C eventfd + epoll,
 /// C socketpair + epoll with and without credentials), kept out of `results` so that `results` names only the peers the
 /// benchmark compares.
-/// A latency row has null msgs_per_s; a throughput row null percentiles. `reference_p50_us` is
-/// null except for an interleaved row (the loop-health rows): its reference's p50, measured in
-/// alternation with it. `ratio_to_c` is
+/// A latency row has null msgs_per_s; a throughput row null percentiles. `reference_p50_us` and
+/// `reference_msgs_per_s` are null except for an interleaved row (the loop-health rows,
+/// RunLoopKit's fan-in row): its reference's p50 or rate, measured in alternation with it. `ratio_to_c` is
 /// relative to the peer named by `baseline` (the workload's C baseline).
 enum JSONReport {
     static func render(_ report: Report, bars: [Bar]) -> String {
@@ -37,6 +37,7 @@ enum JSONReport {
                 ("messages", "\(r.messages)"), ("peak_rss_bytes", "\(r.peakRSSBytes)"),
                 ("rss_growth_bytes", r.rssGrowthBytes.map { "\($0)" } ?? "null"),
                 ("reference_p50_us", number(r.referenceP50)),
+                ("reference_msgs_per_s", number(r.referenceMessagesPerSecond)),
             ])
         }
         let rows = report.results.filter { !$0.benchmarkCase.workload.isScale }

@@ -84,7 +84,16 @@ enum Catalogue {
             result.referenceP50 = LatencySummary(alternate).p50
             return result
         case .throughput, .fanin, .asyncstream, .xhostrate:
-            return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plans.stream(for: benchmarkCase)))
+            let plan = plans.stream(for: benchmarkCase)
+            guard let reference = benchmarkCase.interleavedReference else {
+                return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plan))
+            }
+            let (row, alternate) = Interleaved.measure(plan) { segment, isReference in
+                stream(isReference ? reference : benchmarkCase, segment)
+            }
+            var result = CaseResult(benchmarkCase, stream: row)
+            result.referenceMessagesPerSecond = CaseResult(reference, stream: alternate).messagesPerSecond
+            return result
         case .payloads, .xpayloads, .threads:
             return CaseResult(benchmarkCase, scale: RunLoopKitPeer.scale(benchmarkCase.workload, plans.scale))
         case .churn:
