@@ -57,7 +57,7 @@ struct CaseResult: Sendable {
 
     init(_ benchmarkCase: BenchmarkCase, stream measurement: StreamMeasurement) {
         self.benchmarkCase = benchmarkCase
-        messagesPerSecond = Double(measurement.messages) * 1e9 / Double(max(measurement.elapsedNanoseconds, 1))
+        messagesPerSecond = measurement.messagesPerSecond
         rssGrowthBytes = Int64(measurement.rssEnd) - Int64(measurement.rssBegin)
         messages = measurement.messages
         allocationsPerMessage = measurement.allocations.allocationsPerMessage(measurement.messages)

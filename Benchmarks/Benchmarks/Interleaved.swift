@@ -14,48 +14,56 @@ enum Interleaved {
     /// pair the two more closely; each starts its threads afresh (a fraction of a millisecond).
     static let segments = 32
 
-    /// Runs `measure` 2 × `segments` times, alternately for the row (`reference` false) and for
-    /// its reference; returns each configuration's measurements in the order taken.
-    private static func alternate<Measurement>(_ measure: (_ reference: Bool) -> Measurement)
-        -> (row: [Measurement], reference: [Measurement]) {
+    /// Runs `measure` 2 × `segments` times on 1/`segments` of `plan` each, alternately for the
+    /// row (`reference` false) and for its reference; returns each configuration's segments
+    /// joined into one measurement.
+    static func measure<Plan: SegmentablePlan, Measurement: JoinableMeasurement>(
+        _ plan: Plan, _ measure: (Plan, _ reference: Bool) -> Measurement
+    ) -> (row: Measurement, reference: Measurement) {
+        let segment = plan.segment(of: segments)
         var row: [Measurement] = []
         var reference: [Measurement] = []
         for index in 0..<2 * segments {
             if (index + 1) / 2 % 2 == 0 {
-                reference.append(measure(true))
+                reference.append(measure(segment, true))
             } else {
-                row.append(measure(false))
+                row.append(measure(segment, false))
             }
         }
-        return (row, reference)
-    }
-
-    /// Latency: each segment has 1/`segments` of `plan`'s warm-up, samples and budget (at least
-    /// 100 warm-up rounds: its threads are new); each configuration's samples are joined.
-    static func measure(_ plan: LatencyPlan, _ measure: (LatencyPlan, _ reference: Bool) -> LatencyMeasurement)
-        -> (row: LatencyMeasurement, reference: LatencyMeasurement) {
-        var segment = plan
-        segment.capacity = max(plan.capacity / segments, 1)
-        segment.budget = plan.budget / segments
-        segment.warmup = max(plan.warmup / segments, 100)
-        let (row, reference) = alternate { measure(segment, $0) }
-        return (LatencyMeasurement(joining: row), LatencyMeasurement(joining: reference))
-    }
-
-    /// A stream: each segment has 1/`segments` of `plan`'s warm-up, messages and budget (at least
-    /// 1,000 warm-up messages); each configuration's messages and time are summed.
-    static func measure(_ plan: StreamPlan, _ measure: (StreamPlan, _ reference: Bool) -> StreamMeasurement)
-        -> (row: StreamMeasurement, reference: StreamMeasurement) {
-        var segment = plan
-        segment.maxMessages = max(plan.maxMessages / segments, 1)
-        segment.budget = plan.budget / segments
-        segment.warmup = max(plan.warmup / segments, 1_000)
-        let (row, reference) = alternate { measure(segment, $0) }
-        return (StreamMeasurement(joining: row), StreamMeasurement(joining: reference))
+        return (Measurement(joining: row), Measurement(joining: reference))
     }
 }
 
-extension LatencyMeasurement {
+/// A plan that can be cut into equal segments, each a run of its own.
+protocol SegmentablePlan {
+    /// 1/`count` of this plan, with a warm-up long enough for the fresh threads of a segment.
+    func segment(of count: Int) -> Self
+}
+
+/// Measurements whose segments add up to one.
+protocol JoinableMeasurement {
+    init(joining parts: [Self])
+}
+
+extension LatencyPlan: SegmentablePlan {
+    /// 1/`count` of the warm-up (at least 100 rounds), the samples and the budget.
+    func segment(of count: Int) -> LatencyPlan {
+        LatencyPlan(warmup: max(warmup / count, 100), capacity: max(capacity / count, 1), budget: budget / count)
+    }
+}
+
+extension StreamPlan: SegmentablePlan {
+    /// 1/`count` of the warm-up (at least 1,000 messages), the messages and the budget.
+    func segment(of count: Int) -> StreamPlan {
+        var segment = self
+        segment.warmup = max(warmup / count, 1_000)
+        segment.maxMessages = max(maxMessages / count, 1)
+        segment.budget = budget / count
+        return segment
+    }
+}
+
+extension LatencyMeasurement: JoinableMeasurement {
     /// The samples of `parts` in one buffer, their counts and allocations summed.
     init(joining parts: [LatencyMeasurement]) {
         let count = parts.reduce(0) { $0 + $1.count }
@@ -74,7 +82,7 @@ extension LatencyMeasurement {
     }
 }
 
-extension StreamMeasurement {
+extension StreamMeasurement: JoinableMeasurement {
     /// `parts` as one stream: their messages, time and allocations summed, the RSS from the
     /// first one's start to the last one's end.
     init(joining parts: [StreamMeasurement]) {

@@ -15,7 +15,8 @@ import Foundation
 /// benchmark compares.
 /// A latency row has null msgs_per_s; a throughput row null percentiles. `reference_p50_us` and
 /// `reference_msgs_per_s` are null except for an interleaved row (the loop-health rows,
-/// RunLoopKit's fan-in row): its reference's p50 or rate, measured in alternation with it. `ratio_to_c` is
+/// RunLoopKit's fan-in row, the Swift Data ring's row): its reference's p50 or rate, measured in
+/// alternation with it. `ratio_to_c` is
 /// relative to the peer named by `baseline` (the workload's C baseline).
 enum JSONReport {
     static func render(_ report: Report, bars: [Bar]) -> String {

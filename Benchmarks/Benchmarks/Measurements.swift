@@ -108,6 +108,11 @@ struct StreamMeasurement {
 }
 
 extension StreamMeasurement {
+    /// Messages per second over the measured window.
+    var messagesPerSecond: Double {
+        Double(messages) * 1e9 / Double(max(elapsedNanoseconds, 1))
+    }
+
     init(c result: bench_stream_result) {
         self.init(messages: Int(result.messages), elapsedNanoseconds: result.elapsed_ns,
                   allocations: AllocationWindow(begin: result.allocs_begin, end: result.allocs_end),

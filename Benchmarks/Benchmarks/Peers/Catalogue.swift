@@ -92,7 +92,7 @@ enum Catalogue {
                 stream(isReference ? reference : benchmarkCase, segment)
             }
             var result = CaseResult(benchmarkCase, stream: row)
-            result.referenceMessagesPerSecond = CaseResult(reference, stream: alternate).messagesPerSecond
+            result.referenceMessagesPerSecond = alternate.messagesPerSecond
             return result
         case .payloads, .xpayloads, .threads:
             return CaseResult(benchmarkCase, scale: RunLoopKitPeer.scale(benchmarkCase.workload, plans.scale))

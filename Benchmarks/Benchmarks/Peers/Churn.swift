@@ -44,39 +44,43 @@ enum Churn {
             }
         }
         let allocations = AllocationWindow(begin: allocationsBegin, end: bench_alloc_snapshot())
-        for size in [plan.sizes.min(), plan.sizes.max()].compactMap({ $0 }) {
+        let counted = [plan.sizes.min(), plan.sizes.max()].compactMap { $0 }
+        for (size, instructions) in instructionsPerOperation(sizes: counted, plan: plan) {
             guard let index = points.firstIndex(where: { $0.items == size && $0.threads == 1 }) else { continue }
-            points[index].instructionsPerOperation = instructionsPerOperation(size: size, plan: plan)
+            points[index].instructionsPerOperation = instructions
         }
         return ChurnMeasurement(points: points, operations: operations, allocations: allocations)
     }
 
-    /// Callgrind's instructions per add or remove at `size` items, one thread: this executable
-    /// run again under `valgrind --tool=callgrind` with collection off, which counts one window
-    /// (`countInstructions`). Nil when valgrind is not installed.
-    private static func instructionsPerOperation(size: Int, plan: ChurnPlan) -> Double? {
+    /// Callgrind's instructions per add or remove at each of `sizes` items, one thread: this
+    /// executable run again under `valgrind --tool=callgrind` with collection off, which counts
+    /// one window (`countInstructions`). Empty when valgrind is not installed.
+    private static func instructionsPerOperation(sizes: [Int], plan: ChurnPlan) -> [(size: Int, instructions: Double)] {
         guard let valgrind = ["/usr/bin/valgrind", "/usr/local/bin/valgrind"].first(where: {
             FileManager.default.isExecutableFile(atPath: $0)
-        }) else { return nil }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("churn-\(getpid())-\(size).callgrind")
-        defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: valgrind)
+        }) else { return [] }
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        // One copy for every size: it is the whole executable.
         let counted = withoutDebugInfo(executable)
         defer { if counted != executable { try? FileManager.default.removeItem(atPath: counted) } }
-        process.arguments = ["--tool=callgrind", "--collect-atstart=no", "--callgrind-out-file=\(output.path)",
-                             counted, "--churn-instructions", "\(size)"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { fail("churn: cannot start valgrind: \(error)") }
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, let text = try? String(contentsOf: output, encoding: .utf8),
-              let totals = text.split(separator: "\n").first(where: { $0.hasPrefix("totals:") || $0.hasPrefix("summary:") }),
-              let instructions = totals.split(separator: " ").last.flatMap({ Double($0) }) else {
-            fail("churn: callgrind did not count the \(size)-item window (exit \(process.terminationStatus))")
+        return sizes.map { size in
+            let output = FileManager.default.temporaryDirectory.appendingPathComponent("churn-\(getpid())-\(size).callgrind")
+            defer { try? FileManager.default.removeItem(at: output) }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: valgrind)
+            process.arguments = ["--tool=callgrind", "--collect-atstart=no", "--callgrind-out-file=\(output.path)",
+                                 counted, "--churn-instructions", "\(size)"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do { try process.run() } catch { fail("churn: cannot start valgrind: \(error)") }
+            process.waitUntilExit()
+            guard process.terminationStatus == 0, let text = try? String(contentsOf: output, encoding: .utf8),
+                  let totals = text.split(separator: "\n").first(where: { $0.hasPrefix("totals:") || $0.hasPrefix("summary:") }),
+                  let instructions = totals.split(separator: " ").last.flatMap({ Double($0) }) else {
+                fail("churn: callgrind did not count the \(size)-item window (exit \(process.terminationStatus))")
+            }
+            return (size, instructions / Double(operations(size: size, plan: plan)))
         }
-        return instructions / Double(operations(size: size, plan: plan))
     }
 
     /// A copy of `executable` without its DWARF sections, or `executable` itself when no objcopy
