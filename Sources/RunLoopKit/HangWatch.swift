@@ -15,7 +15,8 @@ import Synchronization
 /// The handler runs on the watch's thread, not on the stuck loop's.
 ///
 /// How it stays cheap: while watched, a loop publishes a counter at every pass boundary and the
-/// callout it is inside (a few plain stores; one clock read per callout), and reads no clock for
+/// callout it is inside (a few plain stores; one read of the CPU's tick counter per callout where
+/// the kernel keeps time with it, else of the clock), and reads no clock for
 /// the passes — the watch keeps the time. The watch thread looks at the loops every quarter of
 /// `threshold` while one of them is busy or has moved since the last look, and sleeps without a
 /// timeout once every loop has stayed asleep in its wait (or not running) for a look: the first
@@ -164,7 +165,7 @@ final class HangWatcher: @unchecked Sendable {
         if state.progress != progress { state = Watched(progress: progress, since: now) }
         let due = state.since.advanced(byNanoseconds: threshold)
         if !state.reported && now >= due {
-            let callout = loop.health.calloutInProgress(now: now)
+            let callout = loop.health.calloutInProgress()
             // Still the same stall: the callout read belongs to it. A loop that came back
             // meanwhile is looked at afresh next time.
             guard loop.health.progress.load(ordering: .sequentiallyConsistent) == progress else {
@@ -184,9 +185,12 @@ final class HangWatcher: @unchecked Sendable {
         return progress & 1 == 0
     }
 
-    /// Sleeps until a loop leaves its wait (or `stop()`), after checking — with `parked` set, so
-    /// that a loop waking meanwhile sees it — that every loop is still idle.
+    /// Sleeps until a loop leaves its wait (or `stop()`), after checking — counted in each loop's
+    /// `parkedWatches` and with `parked` set, so that a loop waking meanwhile rings it — that every
+    /// loop is still idle.
     private func park() {
+        for loop in loops { loop.health.parkedWatches.add(1, ordering: .sequentiallyConsistent) }
+        defer { for loop in loops { loop.health.parkedWatches.subtract(1, ordering: .sequentiallyConsistent) } }
         waker.parked.store(true, ordering: .sequentiallyConsistent)
         let allIdle = loops.allSatisfy { !isBusy($0, $0.health.progress.load(ordering: .sequentiallyConsistent)) }
         if allIdle && !stopped.load(ordering: .sequentiallyConsistent) {

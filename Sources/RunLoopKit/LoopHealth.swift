@@ -10,6 +10,8 @@ enum HealthFlags {
     static let slowCallouts: UInt8 = 1 << 0
     /// A `HangWatch` watches the loop: pass boundaries and callouts are published.
     static let watched: UInt8 = 1 << 1
+    /// Callouts are timed with the CPU's tick counter (`CycleCounter`), not the clock.
+    static let cycleCounter: UInt8 = 1 << 2
 }
 
 /// A loop's health reporting: its slow-callout handler, and what it publishes for the hang
@@ -53,11 +55,14 @@ final class LoopHealth: @unchecked Sendable {
     private let recordSequence = Atomic<UInt64>(0)
     /// Kind code (0: no callout) | has-msgid bit 8 | msgid in the high 32 bits.
     private let recordKind = Atomic<UInt64>(0)
-    private let recordStarted = Atomic<Int64>(0)
+    private let recordStarted = Atomic<UInt64>(0)
     private let recordItem = Atomic<UInt>(0)
     private let recordMode = Atomic<UInt>(0)
     private let inspecting = Atomic<Bool>(false)
     private let inspectionLock = Locked(())
+    /// Watches of this loop asleep without a timeout (`HangWatcher.park`): only while there is one
+    /// does a loop leaving its wait look at its watches' bells.
+    let parkedWatches = Atomic<Int>(0)
     /// Set when a watch is added, so the loop refreshes `cachedWatchers`.
     private let watchersChanged = Atomic<Bool>(false)
 
@@ -116,19 +121,32 @@ final class LoopHealth: @unchecked Sendable {
     }
 
     private static func flags(_ configuration: Configuration) -> UInt8 {
-        (configuration.slowCallouts == nil ? 0 : HealthFlags.slowCallouts)
+        let timed = (configuration.slowCallouts == nil ? 0 : HealthFlags.slowCallouts)
             | (configuration.watchers.isEmpty ? 0 : HealthFlags.watched)
+        // Below the floor nearly every callout of a busy loop could be slow, and converting its
+        // ticks costs a clock read more than timing it with the clock.
+        guard timed != 0, CycleCounter.isUsable,
+              configuration.slowCallouts.map({ $0.threshold >= cycleCounterFloor }) ?? true else { return timed }
+        _ = CycleCounter.anchor
+        return timed | HealthFlags.cycleCounter
     }
+
+    /// The least slow-callout threshold timed in ticks: 1 ms, in nanoseconds.
+    static let cycleCounterFloor: Int64 = 1_000_000
 
     // MARK: - Slow callouts (loop thread)
 
-    /// Reports a timed callout to the slow-callout handler if it ran at least the threshold.
+    /// Reports a timed callout, which just returned, to the slow-callout handler if it ran at
+    /// least the threshold.
     @inline(__always)
     func reportIfSlow(_ kind: ThreadRunLoop.Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
-                      started: LoopInstant, ended: LoopInstant) {
-        let elapsed = started.nanoseconds(to: ended)
-        guard elapsed >= slowThreshold.load(ordering: .relaxed) else { return }
-        report(kind, item, msgid: msgid, started: started, elapsed: elapsed)
+                      started: CalloutStamp) {
+        let threshold = slowThreshold.load(ordering: .relaxed)
+        guard started.mayHaveLasted(threshold) else { return }
+        let (start, end) = started.spanUntilNow()
+        let elapsed = start.nanoseconds(to: end)
+        guard elapsed >= threshold else { return }
+        report(kind, item, msgid: msgid, started: start, elapsed: elapsed)
     }
 
     @inline(never)
@@ -155,6 +173,9 @@ final class LoopHealth: @unchecked Sendable {
             watchersChanged.store(false, ordering: .sequentiallyConsistent)
             cachedWatchers = configuration.withLock { $0.watchers }
         }
+        // The other side of `HangWatcher.park`'s Dekker pair: it counts itself here, then reads
+        // `progress`. Without a parked watch a wake-up costs this one load.
+        guard parkedWatches.load(ordering: .sequentiallyConsistent) != 0 else { return }
         for watcher in cachedWatchers { watcher.loopBecameBusy() }
     }
 
@@ -168,7 +189,7 @@ final class LoopHealth: @unchecked Sendable {
 
     /// Publishes the callout the loop enters; returns the record to restore when it returns.
     func enterCallout(_ kind: ThreadRunLoop.Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
-                      started: LoopInstant) -> CalloutRecord {
+                      started: CalloutStamp) -> CalloutRecord {
         let previous = current
         current = CalloutRecord(kind: kind, msgid: msgid, started: started,
                                 item: item.map { UInt(bitPattern: ObjectIdentifier($0)) } ?? 0,
@@ -196,7 +217,7 @@ final class LoopHealth: @unchecked Sendable {
             atomicMemoryFence(ordering: .releasing)
         }
         recordKind.store(record.kindBits, ordering: .relaxed)
-        recordStarted.store(record.started, ordering: .relaxed)
+        recordStarted.store(record.startedBits, ordering: .relaxed)
         recordItem.store(record.item, ordering: .relaxed)
         recordMode.store(record.mode, ordering: .relaxed)
         recordSequence.store(sequence &+ 1, ordering: .releasing)
@@ -204,10 +225,10 @@ final class LoopHealth: @unchecked Sendable {
 
     // MARK: - Reading (a watch's thread)
 
-    /// The callout the loop is inside, with its duration until `now`; nil when it is in no
+    /// The callout the loop is inside, with its duration until now; nil when it is in no
     /// callout, or the record could not be read consistently (the loop was preempted while
     /// writing it) or predates the watch. Any thread; a lock, and the item's label lock.
-    func calloutInProgress(now: LoopInstant) -> ThreadRunLoop.Callout? {
+    func calloutInProgress() -> ThreadRunLoop.Callout? {
         let snapshot: (CalloutRecord, AnyObject?, ThreadRunLoop.Mode)? = inspectionLock.withLock { _ in
             inspecting.store(true, ordering: .sequentiallyConsistent)
             defer { inspecting.store(false, ordering: .releasing) }
@@ -217,7 +238,7 @@ final class LoopHealth: @unchecked Sendable {
                 if before & Self.staleRecord != 0 { return nil }
                 if before & 1 == 1 { continue }
                 let record = CalloutRecord(kindBits: recordKind.load(ordering: .relaxed),
-                                           started: recordStarted.load(ordering: .relaxed),
+                                           startedBits: recordStarted.load(ordering: .relaxed),
                                            item: recordItem.load(ordering: .relaxed),
                                            mode: recordMode.load(ordering: .relaxed))
                 atomicMemoryFence(ordering: .acquiring)
@@ -233,7 +254,7 @@ final class LoopHealth: @unchecked Sendable {
             return nil
         }
         guard let (record, item, mode) = snapshot, let kind = record.kind else { return nil }
-        let started = LoopInstant(nanoseconds: record.started)
+        let (started, now) = record.started.spanUntilNow()
         return ThreadRunLoop.Callout(kind: kind, label: (item as? any CalloutItem)?.label, mode: mode,
                                      msgid: record.msgid, started: started.instant,
                                      duration: .nanoseconds(max(0, started.nanoseconds(to: now))))
@@ -243,27 +264,31 @@ final class LoopHealth: @unchecked Sendable {
 /// A callout as the loop publishes it for hang watches: plain words, no references.
 struct CalloutRecord {
     var kindBits: UInt64
-    var started: Int64
+    var startedBits: UInt64
     var item: UInt
     var mode: UInt
 
-    static let none = CalloutRecord(kindBits: 0, started: 0, item: 0, mode: 0)
+    static let none = CalloutRecord(kindBits: 0, startedBits: 0, item: 0, mode: 0)
+    /// Set in `kindBits` when `startedBits` is a tick count.
+    private static let cyclesBit: UInt64 = 1 << 9
 
-    init(kindBits: UInt64, started: Int64, item: UInt, mode: UInt) {
+    init(kindBits: UInt64, startedBits: UInt64, item: UInt, mode: UInt) {
         self.kindBits = kindBits
-        self.started = started
+        self.startedBits = startedBits
         self.item = item
         self.mode = mode
     }
 
-    init(kind: ThreadRunLoop.Callout.Kind, msgid: UInt32?, started: LoopInstant, item: UInt, mode: UInt) {
+    init(kind: ThreadRunLoop.Callout.Kind, msgid: UInt32?, started: CalloutStamp, item: UInt, mode: UInt) {
         var bits = UInt64(kind.code)
         if let msgid { bits |= 1 << 8 | UInt64(msgid) << 32 }
-        self.init(kindBits: bits, started: started.nanoseconds, item: item, mode: mode)
+        if started.isCycles { bits |= Self.cyclesBit }
+        self.init(kindBits: bits, startedBits: started.value, item: item, mode: mode)
     }
 
     var kind: ThreadRunLoop.Callout.Kind? { .init(code: UInt8(truncatingIfNeeded: kindBits)) }
     var msgid: UInt32? { kindBits & 1 << 8 == 0 ? nil : UInt32(truncatingIfNeeded: kindBits >> 32) }
+    var started: CalloutStamp { CalloutStamp(value: startedBits, isCycles: kindBits & Self.cyclesBit != 0) }
 }
 
 extension ThreadRunLoop.Callout.Kind {

@@ -97,8 +97,12 @@ extension ThreadRunLoop {
     /// removes the handler. Callouts that began before the handler was set are not timed.
     ///
     /// Cost: without a handler (and without a `HangWatch`), none — a callout reads no clock and
-    /// takes no lock, one predictable branch. With one, two clock reads (vDSO) per callout; a
-    /// report takes a lock and reads the item's label. The handler runs on the loop's thread,
+    /// takes no lock, one predictable branch. With one, two reads of the CPU's time-stamp counter
+    /// per callout where the kernel keeps time with it (x86-64, clocksource "tsc") and the
+    /// threshold is 1 ms or more, else two clock reads (vDSO); a callout that may have reached the
+    /// threshold costs a clock read more, to convert its ticks. A tick-timed duration is rounded
+    /// up, by at most a few microseconds: a callout that ran the threshold is always reported, one
+    /// that fell that little short of it may be. A report takes a lock and reads the item's label. The handler runs on the loop's thread,
     /// between its other callouts: keep it short. Any thread; a lock.
     public func setSlowCalloutHandler(threshold: Duration, _ handler: (@Sendable (Callout) -> Void)?) {
         precondition(threshold >= .zero, "setSlowCalloutHandler(threshold: \(threshold)): the threshold must not be negative")
@@ -137,13 +141,13 @@ extension ThreadRunLoop {
     private func timedCallout<Result>(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
                                       flags: UInt8, _ body: () -> Result) -> Result {
         LoopCounters.add(1, to: counters.timedCallouts)
-        let started = LoopInstant.now
+        let started = CalloutStamp.now(cycles: flags & HealthFlags.cycleCounter != 0)
         let previous = flags & HealthFlags.watched != 0
             ? health.enterCallout(kind, item, msgid: msgid, started: started) : nil
         let result = body()
         if let previous { health.leaveCallout(restoring: previous) }
         if flags & HealthFlags.slowCallouts != 0 {
-            health.reportIfSlow(kind, item, msgid: msgid, started: started, ended: .now)
+            health.reportIfSlow(kind, item, msgid: msgid, started: started)
         }
         return result
     }

@@ -15,8 +15,8 @@ extension ThreadRunLoop {
         public var handledSources: UInt64 = 0
         /// Timer callouts.
         public var timerFires: UInt64 = 0
-        /// Callouts the loop timed for a slow-callout handler or a `HangWatch` (two clock reads
-        /// each); zero while neither is set.
+        /// Callouts the loop timed for a slow-callout handler or a `HangWatch` (two reads of the
+        /// tick counter or the clock each); zero while neither is set.
         public var timedCallouts: UInt64 = 0
 
         /// Creates zeroed statistics. Any thread; free.

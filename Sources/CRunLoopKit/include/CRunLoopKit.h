@@ -27,6 +27,16 @@ static inline int64_t crlk_continuous_now_ns(void) {
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
+/// The x86-64 time-stamp counter (rdtsc, not serialising: callouts are timed to microseconds,
+/// not cycles); 0 on other architectures, which time callouts with `crlk_continuous_now_ns`.
+static inline uint64_t crlk_cycle_count(void) {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    return 0;
+#endif
+}
+
 /// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.
 /// Falls back to epoll_wait (timeout rounded up to whole milliseconds) on kernels before 5.11.
 int crlk_epoll_wait_ns(int epfd, struct epoll_event *events, int maxevents, int64_t timeout_ns);
