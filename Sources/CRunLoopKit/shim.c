@@ -2,6 +2,7 @@
 #include "CRunLoopKit.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -241,4 +242,12 @@ int crlk_pidfd_send_signal(int pidfd, int signal) {
 
 int crlk_accept_nonblocking(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int crlk_membarrier_register(void) {
+    return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+}
+
+int crlk_membarrier(void) {
+    return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 }

@@ -192,6 +192,7 @@ final class HangWatcher: @unchecked Sendable {
         for loop in loops { loop.health.parkedWatches.add(1, ordering: .sequentiallyConsistent) }
         defer { for loop in loops { loop.health.parkedWatches.subtract(1, ordering: .sequentiallyConsistent) } }
         waker.parked.store(true, ordering: .sequentiallyConsistent)
+        if ProcessBarrier.isAvailable { ProcessBarrier.heavy() }
         let allIdle = loops.allSatisfy { !isBusy($0, $0.health.progress.load(ordering: .sequentiallyConsistent)) }
         if allIdle && !stopped.load(ordering: .sequentiallyConsistent) {
             _ = waker.bell.wait(timeoutNanoseconds: nil)

@@ -12,6 +12,9 @@ enum HealthFlags {
     static let watched: UInt8 = 1 << 1
     /// Callouts are timed with the CPU's tick counter (`CycleCounter`), not the clock.
     static let cycleCounter: UInt8 = 1 << 2
+    /// The loop's side of its Dekker pairs with its watches is `ProcessBarrier.light()`: the
+    /// watches' side runs `ProcessBarrier.heavy()`.
+    static let lightBarrier: UInt8 = 1 << 3
 }
 
 /// A loop's health reporting: its slow-callout handler, and what it publishes for the hang
@@ -27,11 +30,16 @@ enum HealthFlags {
 ///   mode as unretained pointers). The item is alive while its callout runs (the loop holds it);
 ///   a watch that wants its label sets `inspecting` under `inspectionLock` before it checks the
 ///   record, and the loop, leaving a callout, waits for that lock when it sees `inspecting`
-///   (Dekker, both sides sequentially consistent), so an item is never retained after the loop
-///   let go of it.
+///   (Dekker), so an item is never retained after the loop let go of it.
 ///
 /// Waking a watch costs the loop only on the way out of its wait, and only when the watch is
 /// parked (all its loops were idle): a watch never polls a loop that sleeps.
+///
+/// **Barriers.** Both Dekker pairs (the record against `inspecting`, `progress` on waking against
+/// a parking watch) would need a locked instruction on the loop's side, twice a pass. Where the
+/// kernel has membarrier(2) the loop's side is only a compiler barrier and the watch, which
+/// inspects and parks rarely, pays for both (`ProcessBarrier`); elsewhere both sides are
+/// sequentially consistent.
 final class LoopHealth: @unchecked Sendable {
     /// `progress` while the loop has not published since a watch began: the watch asks the loop
     /// itself (`isWaiting`, `currentMode`) what it is doing.
@@ -108,6 +116,7 @@ final class LoopHealth: @unchecked Sendable {
             // when it wakes has published a busy `progress` the watch will see (Dekker).
             watchersChanged.store(true, ordering: .sequentiallyConsistent)
             flags.store(Self.flags(configuration), ordering: .sequentiallyConsistent)
+            if ProcessBarrier.isAvailable { ProcessBarrier.heavy() }
         }
     }
 
@@ -122,7 +131,7 @@ final class LoopHealth: @unchecked Sendable {
 
     private static func flags(_ configuration: Configuration) -> UInt8 {
         let timed = (configuration.slowCallouts == nil ? 0 : HealthFlags.slowCallouts)
-            | (configuration.watchers.isEmpty ? 0 : HealthFlags.watched)
+            | (configuration.watchers.isEmpty ? 0 : HealthFlags.watched | (ProcessBarrier.isAvailable ? HealthFlags.lightBarrier : 0))
         // Below the floor nearly every callout of a busy loop could be slow, and converting its
         // ticks costs a clock read more than timing it with the clock.
         guard timed != 0, CycleCounter.isUsable,
@@ -161,14 +170,20 @@ final class LoopHealth: @unchecked Sendable {
 
     /// The loop is busy: a pass or invocation began, or (`waking`) it left its wait or began
     /// its outermost invocation. Only leaving the wait can find a watch parked, so only then is
-    /// the store sequentially consistent and the watches looked at.
-    func markBusy(waking: Bool) {
+    /// the store one side of a Dekker pair (`lightBarrier`: `ProcessBarrier.light()`, else
+    /// sequentially consistent) and the watches looked at.
+    func markBusy(waking: Bool, lightBarrier: Bool) {
         counter += counter & 1 == 0 ? 2 : 1
         guard waking else {
             progress.store(counter, ordering: .releasing)
             return
         }
-        progress.store(counter, ordering: .sequentiallyConsistent)
+        if lightBarrier {
+            progress.store(counter, ordering: .releasing)
+            ProcessBarrier.light()
+        } else {
+            progress.store(counter, ordering: .sequentiallyConsistent)
+        }
         if watchersChanged.load(ordering: .sequentiallyConsistent) {
             watchersChanged.store(false, ordering: .sequentiallyConsistent)
             cachedWatchers = configuration.withLock { $0.watchers }
@@ -194,23 +209,28 @@ final class LoopHealth: @unchecked Sendable {
         current = CalloutRecord(kind: kind, msgid: msgid, started: started,
                                 item: item.map { UInt(bitPattern: ObjectIdentifier($0)) } ?? 0,
                                 mode: mode.map { UInt(bitPattern: $0.toOpaque()) } ?? 0)
-        publish(current, leaving: false)
+        publish(current)
         return previous
     }
 
     /// Publishes the record of the callout the loop returns to (or none), then waits for a watch
     /// that is reading the label of the callout it left, whose item the caller is about to let go of.
-    func leaveCallout(restoring previous: CalloutRecord) {
+    func leaveCallout(restoring previous: CalloutRecord, lightBarrier: Bool) {
         current = previous
-        publish(current, leaving: true)
+        // The record's stores are one side of the Dekker pair with `inspecting`.
+        if lightBarrier {
+            publish(current, sequentiallyConsistent: false)
+            ProcessBarrier.light()
+        } else {
+            publish(current, sequentiallyConsistent: true)
+        }
         if inspecting.load(ordering: .sequentiallyConsistent) { inspectionLock.withLock { _ in } }
     }
 
-    private func publish(_ record: CalloutRecord, leaving: Bool) {
+    private func publish(_ record: CalloutRecord, sequentiallyConsistent: Bool = false) {
         let sequence = (recordSequence.load(ordering: .relaxed) & ~Self.staleRecord) | 1
-        // Leaving, the store is sequentially consistent: it is one side of the Dekker pair with
-        // `inspecting`. Entering, a release fence is enough to order it before the fields.
-        if leaving {
+        // A release fence is enough to order the odd sequence before the fields.
+        if sequentiallyConsistent {
             recordSequence.store(sequence, ordering: .sequentiallyConsistent)
         } else {
             recordSequence.store(sequence, ordering: .relaxed)
@@ -231,6 +251,7 @@ final class LoopHealth: @unchecked Sendable {
     func calloutInProgress() -> ThreadRunLoop.Callout? {
         let snapshot: (CalloutRecord, AnyObject?, ThreadRunLoop.Mode)? = inspectionLock.withLock { _ in
             inspecting.store(true, ordering: .sequentiallyConsistent)
+            if ProcessBarrier.isAvailable { ProcessBarrier.heavy() }
             defer { inspecting.store(false, ordering: .releasing) }
             for attempt in 0..<3 {
                 if attempt > 0 { sched_yield() }

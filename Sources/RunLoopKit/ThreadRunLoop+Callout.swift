@@ -145,7 +145,7 @@ extension ThreadRunLoop {
         let previous = flags & HealthFlags.watched != 0
             ? health.enterCallout(kind, item, msgid: msgid, started: started) : nil
         let result = body()
-        if let previous { health.leaveCallout(restoring: previous) }
+        if let previous { health.leaveCallout(restoring: previous, lightBarrier: flags & HealthFlags.lightBarrier != 0) }
         if flags & HealthFlags.slowCallouts != 0 {
             health.reportIfSlow(kind, item, msgid: msgid, started: started)
         }
@@ -157,13 +157,18 @@ extension ThreadRunLoop {
     /// A pass begins (or a nested invocation begins or ends): the loop is making progress.
     @inline(__always)
     func healthBoundary() {
-        if _slowPath(healthFlags.load(ordering: .relaxed) & HealthFlags.watched != 0) { health.markBusy(waking: false) }
+        if _slowPath(healthFlags.load(ordering: .relaxed) & HealthFlags.watched != 0) {
+            health.markBusy(waking: false, lightBarrier: false)
+        }
     }
 
     /// The loop comes back from its wait (or its outermost invocation begins).
     @inline(__always)
     func healthWoke() {
-        if _slowPath(healthFlags.load(ordering: .relaxed) & HealthFlags.watched != 0) { health.markBusy(waking: true) }
+        let flags = healthFlags.load(ordering: .relaxed)
+        if _slowPath(flags & HealthFlags.watched != 0) {
+            health.markBusy(waking: true, lightBarrier: flags & HealthFlags.lightBarrier != 0)
+        }
     }
 
     /// The loop goes to sleep in its wait (or its outermost invocation ends).

@@ -37,6 +37,17 @@ static inline uint64_t crlk_cycle_count(void) {
 #endif
 }
 
+/// Keeps the compiler from moving memory accesses across it; the CPU still may (the other side
+/// of such a pairing runs `crlk_membarrier`).
+static inline void crlk_compiler_barrier(void) { __asm__ __volatile__("" ::: "memory"); }
+
+/// membarrier(2) MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: 0 once this process may use
+/// `crlk_membarrier`, else -1 with errno (ENOSYS, EINVAL: an older kernel; EPERM: a filter).
+int crlk_membarrier_register(void);
+/// membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED: every thread of this process that is running
+/// executes a full memory barrier before it returns. Registered first.
+int crlk_membarrier(void);
+
 /// epoll_pwait2 with a nanosecond timeout; `timeout_ns < 0` waits forever.
 /// Falls back to epoll_wait (timeout rounded up to whole milliseconds) on kernels before 5.11.
 int crlk_epoll_wait_ns(int epfd, struct epoll_event *events, int maxevents, int64_t timeout_ns);
