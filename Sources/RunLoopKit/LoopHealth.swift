@@ -168,16 +168,18 @@ final class LoopHealth: @unchecked Sendable {
 
     // MARK: - Progress (loop thread, while watched)
 
-    /// The loop is busy: a pass or invocation began, or (`waking`) it left its wait or began
-    /// its outermost invocation. Only leaving the wait can find a watch parked, so only then is
-    /// the store one side of a Dekker pair (`lightBarrier`: `ProcessBarrier.light()`, else
-    /// sequentially consistent) and the watches looked at.
-    func markBusy(waking: Bool, lightBarrier: Bool) {
+    /// The loop is busy: a pass or a nested invocation began. Inline: once per pass.
+    @inline(__always)
+    func markBusy() {
         counter += counter & 1 == 0 ? 2 : 1
-        guard waking else {
-            progress.store(counter, ordering: .releasing)
-            return
-        }
+        progress.store(counter, ordering: .releasing)
+    }
+
+    /// The loop is busy: it left its wait or began its outermost invocation. Only then can a watch
+    /// be parked, so only then is the store one side of a Dekker pair (`lightBarrier`:
+    /// `ProcessBarrier.light()`, else sequentially consistent) and the watches looked at.
+    func markWoke(lightBarrier: Bool) {
+        counter += counter & 1 == 0 ? 2 : 1
         if lightBarrier {
             progress.store(counter, ordering: .releasing)
             ProcessBarrier.light()

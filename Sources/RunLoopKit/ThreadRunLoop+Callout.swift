@@ -121,7 +121,10 @@ extension ThreadRunLoop {
                          _ body: () -> Result) -> Result {
         let flags = healthFlags.load(ordering: .relaxed)
         if _fastPath(flags == 0) { return body() }
-        return timedCallout(kind, item, msgid: msgid, flags: flags, body)
+        let timing = calloutBegins(kind, item, msgid: msgid, flags: flags)
+        let result = body()
+        calloutEnded(timing, kind, item, msgid: msgid, flags: flags)
+        return result
     }
 
     /// `callout` handing `argument` to `body` borrowed: a port message reaches its handler without
@@ -133,23 +136,42 @@ extension ThreadRunLoop {
                                               _ body: (borrowing Argument) -> Result) -> Result {
         let flags = healthFlags.load(ordering: .relaxed)
         if _fastPath(flags == 0) { return body(argument) }
-        return timedCallout(kind, item, msgid: msgid, flags: flags) { body(argument) }
+        let timing = calloutBegins(kind, item, msgid: msgid, flags: flags)
+        let result = body(argument)
+        calloutEnded(timing, kind, item, msgid: msgid, flags: flags)
+        return result
     }
 
-    /// `callout` while a slow-callout handler or a hang watch is set.
+    /// What a timed callout's end needs of its start.
+    struct CalloutTiming {
+        var started: CalloutStamp
+        /// The record to publish again when the callout returns (watched loops only).
+        var previous: CalloutRecord?
+    }
+
+    /// A callout begins while a slow-callout handler or a hang watch is set: its start is read
+    /// and, for a watch, published. Out of line, and the body stays in the caller: handed to a
+    /// function that times it, a closure's captures were retained and released once per callout.
     @inline(never)
-    private func timedCallout<Result>(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
-                                      flags: UInt8, _ body: () -> Result) -> Result {
+    private func calloutBegins(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
+                               flags: UInt8) -> CalloutTiming {
         LoopCounters.add(1, to: counters.timedCallouts)
         let started = CalloutStamp.now(cycles: flags & HealthFlags.cycleCounter != 0)
         let previous = flags & HealthFlags.watched != 0
             ? health.enterCallout(kind, item, msgid: msgid, started: started) : nil
-        let result = body()
-        if let previous { health.leaveCallout(restoring: previous, lightBarrier: flags & HealthFlags.lightBarrier != 0) }
-        if flags & HealthFlags.slowCallouts != 0 {
-            health.reportIfSlow(kind, item, msgid: msgid, started: started)
+        return CalloutTiming(started: started, previous: previous)
+    }
+
+    /// The timed callout returned: the watch's record is restored and a slow callout reported.
+    @inline(never)
+    private func calloutEnded(_ timing: CalloutTiming, _ kind: Callout.Kind, _ item: (any CalloutItem)?,
+                              msgid: UInt32?, flags: UInt8) {
+        if let previous = timing.previous {
+            health.leaveCallout(restoring: previous, lightBarrier: flags & HealthFlags.lightBarrier != 0)
         }
-        return result
+        if flags & HealthFlags.slowCallouts != 0 {
+            health.reportIfSlow(kind, item, msgid: msgid, started: timing.started)
+        }
     }
 
     // MARK: - Pass boundaries, for hang watches
@@ -158,7 +180,7 @@ extension ThreadRunLoop {
     @inline(__always)
     func healthBoundary() {
         if _slowPath(healthFlags.load(ordering: .relaxed) & HealthFlags.watched != 0) {
-            health.markBusy(waking: false, lightBarrier: false)
+            health.markBusy()
         }
     }
 
@@ -167,7 +189,7 @@ extension ThreadRunLoop {
     func healthWoke() {
         let flags = healthFlags.load(ordering: .relaxed)
         if _slowPath(flags & HealthFlags.watched != 0) {
-            health.markBusy(waking: true, lightBarrier: flags & HealthFlags.lightBarrier != 0)
+            health.markWoke(lightBarrier: flags & HealthFlags.lightBarrier != 0)
         }
     }
 

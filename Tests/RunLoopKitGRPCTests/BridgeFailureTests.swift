@@ -25,7 +25,7 @@ struct BridgeFailureTests {
         await client.stop()
     }
 
-    @Test("the server SIGKILLed mid-request: .invalidPort within a second, the proxy invalidated", .timeLimit(.minutes(1)))
+    @Test("the server SIGKILLed mid-request: .invalidPort from the kill, not the request's timeout, the proxy invalidated", .timeLimit(.minutes(1)))
     func serverKilled() async throws {
         let peer = try PeerProcess(name: "svc.doomed", mode: "silent")
         let client = try LoopbackClient(port: peer.listeningPort)
@@ -42,7 +42,9 @@ struct BridgeFailureTests {
         let result = await request.result
         let elapsed = ContinuousClock.now - killed
         #expect(throws: PortError.invalidPort) { try result.get() }
-        #expect(elapsed < .seconds(1))
+        // Only the kill can end the request this early (its own timeout is 60 s). A hang guard,
+        // not a latency bound: with the whole suite running on two cores it took over a second.
+        #expect(elapsed < .seconds(30))
         #expect(!proxy.isValid)
         // The handler runs after the request is failed, on the invalidating thread: awaited.
         let handlerRan = await within(.seconds(10)) { await invalidated.wait(); return true } ?? false
@@ -51,7 +53,7 @@ struct BridgeFailureTests {
         await client.stop()
     }
 
-    @Test("the server SIGKILLed while senders wait for room: blocked and suspended senders get .invalidPort at once", .timeLimit(.minutes(1)))
+    @Test("the server SIGKILLed while senders wait for room: blocked and suspended senders get .invalidPort from the kill, not their deadlines", .timeLimit(.minutes(1)))
     func killedWhileSendersWait() async throws {
         let peer = try PeerProcess(name: "svc.full", mode: "stall")
         let client = try LoopbackClient(port: peer.listeningPort, queueLimit: 4)
@@ -71,7 +73,8 @@ struct BridgeFailureTests {
         #expect(await blocked == .invalidPort)
         let suspendedOutcome = await suspended.result
         #expect(throws: PortError.invalidPort) { try suspendedOutcome.get() }
-        #expect(ContinuousClock.now - killed < .seconds(1))
+        // As above: the senders' own deadlines are a minute away.
+        #expect(ContinuousClock.now - killed < .seconds(30))
         #expect(!proxy.isValid)
         await client.stop()
     }
