@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CRunLoopKit
 
 /// The CPU's time-stamp counter, where the kernel itself keeps time with it: an rdtsc costs
@@ -22,12 +19,8 @@ enum CycleCounter {
     /// Read once per process (a sysfs file); any thread.
     static let isUsable: Bool = {
         #if arch(x86_64)
-        let fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var name = [UInt8](repeating: 0, count: 16)
-        let count = name.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        return count >= 3 && name[..<count].prefix { $0 != UInt8(ascii: "\n") }.elementsEqual("tsc".utf8)
+        return FileDescriptor.firstLine(ofFile: "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                                        capacity: 16) == "tsc"
         #else
         return false
         #endif

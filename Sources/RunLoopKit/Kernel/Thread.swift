@@ -19,14 +19,7 @@ struct ThreadID: Hashable, Sendable, CustomStringConvertible {
     /// pthread_setname_np set, else the program's name), or nil once the thread has exited.
     /// Any thread; an open, a read and a close.
     var kernelName: String? {
-        let fd = open("/proc/self/task/\(rawValue)/comm", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
-        let name = buffer[..<count].prefix { $0 != UInt8(ascii: "\n") }
-        return String(decoding: name, as: UTF8.self)
+        FileDescriptor.firstLine(ofFile: "/proc/self/task/\(rawValue)/comm", capacity: 32)
     }
 }
 
