@@ -171,20 +171,26 @@ final class LoopHealth: @unchecked Sendable {
     /// The loop is busy: a pass or a nested invocation began. Inline: once per pass.
     @inline(__always)
     func markBusy() {
+        progress.store(nextBusyCount(), ordering: .releasing)
+    }
+
+    /// The next even (busy) value of `progress`.
+    @inline(__always)
+    private func nextBusyCount() -> UInt64 {
         counter += counter & 1 == 0 ? 2 : 1
-        progress.store(counter, ordering: .releasing)
+        return counter
     }
 
     /// The loop is busy: it left its wait or began its outermost invocation. Only then can a watch
     /// be parked, so only then is the store one side of a Dekker pair (`lightBarrier`:
     /// `ProcessBarrier.light()`, else sequentially consistent) and the watches looked at.
     func markWoke(lightBarrier: Bool) {
-        counter += counter & 1 == 0 ? 2 : 1
+        let busy = nextBusyCount()
         if lightBarrier {
-            progress.store(counter, ordering: .releasing)
+            progress.store(busy, ordering: .releasing)
             ProcessBarrier.light()
         } else {
-            progress.store(counter, ordering: .sequentiallyConsistent)
+            progress.store(busy, ordering: .sequentiallyConsistent)
         }
         if watchersChanged.load(ordering: .sequentiallyConsistent) {
             watchersChanged.store(false, ordering: .sequentiallyConsistent)

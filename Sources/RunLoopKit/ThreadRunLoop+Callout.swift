@@ -101,9 +101,10 @@ extension ThreadRunLoop {
     /// per callout where the kernel keeps time with it (x86-64, clocksource "tsc") and the
     /// threshold is 1 ms or more, else two clock reads (vDSO); a callout that may have reached the
     /// threshold costs a clock read more, to convert its ticks. A tick-timed duration is rounded
-    /// up, by at most a few microseconds: a callout that ran the threshold is always reported, one
-    /// that fell that little short of it may be. A report takes a lock and reads the item's label. The handler runs on the loop's thread,
-    /// between its other callouts: keep it short. Any thread; a lock.
+    /// up, by at most 0.2 % and a few microseconds: a callout that ran the threshold is always
+    /// reported, one that fell that little short of it may be. A report takes a lock and reads
+    /// the item's label. The handler runs on the loop's thread, between its other callouts: keep
+    /// it short. Any thread; a lock.
     public func setSlowCalloutHandler(threshold: Duration, _ handler: (@Sendable (Callout) -> Void)?) {
         precondition(threshold >= .zero, "setSlowCalloutHandler(threshold: \(threshold)): the threshold must not be negative")
         health.setSlowCalloutHandler(handler.map { (threshold.nanoseconds, $0) }, flags: healthFlags)

@@ -71,11 +71,17 @@ enum CycleCounter {
         let elapsedTicks = Int64(bitPattern: now.ticksAfter &- ticks) < 0 ? 0 : now.ticksAfter &- ticks
         let nanoseconds: UInt64
         let measuredTicks = now.ticksBefore &- anchor.ticksAfter
-        if Int64(bitPattern: measuredTicks) > Int64(Pairing.maximumSkew) * 128 {
-            // At most the clock's advance over the fewest ticks between the pairings, and
-            // 1/1024 more for the clock's own slewing (NTP: at most 500 ppm).
+        // `ticks` was read after `anchor` (the anchor is read before any loop may time a
+        // callout in ticks), so the span is at most the measured ticks and one skew. Once the
+        // pairings are 8 skews apart, the rate's bound overstates it by at most 2.25 skews of
+        // ticks (a few µs). Before that the span is under 18,432 ticks, which the slowest tick
+        // keeps under 74 µs: less than the 1 ms threshold floor, so it reports nothing early.
+        if Int64(bitPattern: measuredTicks) > Int64(Pairing.maximumSkew) * 8 {
+            // At most the clock's advance over the fewest ticks between the pairings, and 1/512
+            // more: NTP slews the clock by up to 500 ppm either way, so the rate over the span
+            // and over the pairings may differ by 1,000 ppm.
             let longestTick = Double(anchor.clock.nanoseconds(to: now.clock)) / Double(measuredTicks)
-            nanoseconds = UInt64(min(Double(Int64.max), Double(elapsedTicks) * longestTick * (1 + 1 / 1024)))
+            nanoseconds = UInt64(min(Double(Int64.max), Double(elapsedTicks) * longestTick * (1 + 1 / 512)))
         } else {
             let (product, overflow) = elapsedTicks.multipliedReportingOverflow(by: slowestTickNanoseconds)
             nanoseconds = overflow ? .max : product
