@@ -10,19 +10,24 @@ func runTool(_ tool: String, _ arguments: [String], input: [UInt8] = []) throws 
     let process = Process()
     process.executableURL = URL(fileURLWithPath: try RedisTools.path(of: tool))
     process.arguments = arguments
-    let stdin = Pipe(), stdout = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = stdout
-    try process.run()
+    // Not Foundation's Pipe(): see closeOnExecStream.
+    let (stdin, childStdin) = try closeOnExecStream()
+    let (stdout, childStdout) = try closeOnExecStream()
+    process.standardInput = childStdin
+    process.standardOutput = childStdout
+    process.standardError = childStdout
+    do {
+        defer { try? childStdin.close(); try? childStdout.close() }
+        try process.run()
+    }
     let writer = Thread {
-        stdin.fileHandleForWriting.write(Data(input))
-        try? stdin.fileHandleForWriting.close()
+        stdin.write(Data(input))
+        shutdown(stdin.fileDescriptor, Int32(SHUT_WR))
     }
     writer.start()
     let killer = DispatchWorkItem { process.terminate() }
     DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Int(patience.components.seconds)), execute: killer)
-    let output = stdout.fileHandleForReading.readDataToEndOfFile()
+    let output = stdout.readDataToEndOfFile()
     process.waitUntilExit()
     killer.cancel()
     return (process.terminationStatus, String(decoding: output, as: UTF8.self))

@@ -75,3 +75,18 @@ package func spawnDaemon(_ path: String, _ arguments: [String], environment: [St
     }
     return (child, pair[0])
 }
+
+/// A connected pair of stream sockets, both ends close-on-exec from their creation, for a child
+/// process's standard stream in place of Foundation's `Pipe()`, whose ends are not: a child that
+/// a test running in parallel starts before `Process.run()` closes this side's copy (or, for a
+/// child's stdin, before the writer closes its end) inherits that end, and the reader then waits
+/// for end of file until that other child exits, and the child for its input until then. A child
+/// gets its end only as the standard stream it is given (dup2 clears close-on-exec on the copy).
+/// Give `childEnd` to the `Process`, then `close()` it once the child runs.
+package func closeOnExecStream() throws -> (ours: FileHandle, childEnd: FileHandle) {
+    var pair: [Int32] = [-1, -1]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+        throw TestFailure("socketpair: errno \(errno)")
+    }
+    return (FileHandle(fileDescriptor: pair[0], closeOnDealloc: true), FileHandle(fileDescriptor: pair[1], closeOnDealloc: true))
+}

@@ -42,14 +42,21 @@ func silentConnectionIsClosed(port: Int, within limit: Duration) -> Bool {
     let deadline = ContinuousClock.now + limit
     var buffer = [UInt8](repeating: 0, count: 4096)
     while ContinuousClock.now < deadline {
-        let left = ContinuousClock.now.duration(to: deadline).components
-        let milliseconds = Int32(left.seconds * 1_000 + left.attoseconds / 1_000_000_000_000_000 + 1)
-        var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        guard poll(&ready, 1, milliseconds) > 0 else { continue }
+        guard isReadable(descriptor, before: deadline) else { continue }
         let count = read(descriptor, &buffer, buffer.count)
         if count == 0 || (count < 0 && errno == ECONNRESET) { return true }
     }
     return false
+}
+
+/// Whether `descriptor` has something to read (or its end) before `deadline`. Blocking: run it
+/// off the cooperative pool.
+func isReadable(_ descriptor: Int32, before deadline: ContinuousClock.Instant) -> Bool {
+    let left = ContinuousClock.now.duration(to: deadline).components
+    guard left.seconds >= 0 else { return false }
+    let milliseconds = Int32(clamping: left.seconds * 1_000 + left.attoseconds / 1_000_000_000_000_000 + 1)
+    var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    return poll(&ready, 1, milliseconds) > 0
 }
 
 /// A plaintext loopback server exporting `port` as `name`, running until `stop()`.
@@ -201,10 +208,13 @@ final class PeerProcess: @unchecked Sendable {
     init(name: String, mode: String) throws {
         var stdinPipe: [Int32] = [0, 0]
         var stdoutPipe: [Int32] = [0, 0]
-        // pipe2 is not imported; the ends are made close-on-exec at once (dup2 in the child
-        // clears it on the copies the child gets).
-        guard pipe(&stdinPipe) == 0, pipe(&stdoutPipe) == 0 else { throw PeerError("pipe") }
-        for descriptor in stdinPipe + stdoutPipe { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        // Socketpairs, close-on-exec from their creation (dup2 in the child clears it on the
+        // copies the child gets): a child that a test running in parallel starts meanwhile
+        // cannot inherit an end, which would hold back this end of file until it exits.
+        let streamPair = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        guard socketpair(AF_UNIX, streamPair, 0, &stdinPipe) == 0, socketpair(AF_UNIX, streamPair, 0, &stdoutPipe) == 0 else {
+            throw PeerError("socketpair")
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -221,10 +231,11 @@ final class PeerProcess: @unchecked Sendable {
         self.pid = pid
         input = stdinPipe[1]
         output = stdoutPipe[0]
-        // "listening PORT\n": read blocks until the child has written it (or died: EOF).
+        // "listening PORT\n", within a hang guard: a peer that dies first ends the stream.
+        let deadline = ContinuousClock.now + .seconds(30)
         var line: [UInt8] = []
         var byte: UInt8 = 0
-        while read(output, &byte, 1) == 1 && byte != UInt8(ascii: "\n") { line.append(byte) }
+        while isReadable(output, before: deadline), read(output, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
         let text = String(decoding: line, as: UTF8.self)
         guard text.hasPrefix("listening "), let port = Int(text.dropFirst(10)) else {
             Glibc.kill(pid, SIGKILL)

@@ -37,22 +37,23 @@ final class HostProcess {
     let pid: pid_t
     private let output: Int32
     private var pending: [UInt8] = []
-    /// Every line read so far (stdout and stderr share the pipe).
+    /// Every line read so far (stdout and stderr share the socket).
     private(set) var lines: [String] = []
     private var ended = false
 
-    /// Starts ServiceHost with `arguments`, its stdout and stderr on one pipe. Nil if it could
+    /// Starts ServiceHost with `arguments`, its stdout and stderr on one socket. Nil if it could
     /// not be spawned.
     init?(_ arguments: [String]) {
+        // A socketpair rather than a pipe: close-on-exec from its creation, so a child that a
+        // test running in parallel starts meanwhile cannot inherit the end ServiceHost writes to
+        // (and hold this reader's end of file back until it exits).
         var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { return nil }
-        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else { return nil }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
         posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
-        posix_spawn_file_actions_addclose(&actions, fds[1])
         let argv: [UnsafeMutablePointer<CChar>?] = ([serviceHost] + arguments).map { strdup($0) } + [nil]
         // A precondition failure then ends the child by its trap signal (under ThreadSanitizer
         // too), without the runtime's backtracer suspending threads first.

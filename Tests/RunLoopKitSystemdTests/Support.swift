@@ -127,14 +127,18 @@ final class DaemonProcess: Sendable {
 /// concurrency pool is busy).
 struct ExampleClientProcess: @unchecked Sendable {
     let process = Process()
-    let output = Pipe()
+    /// The client's stdout and stderr (`closeOnExecStream`: no other test's child inherits it).
+    let output: FileHandle
 
     init(_ arguments: [String]) throws {
         let path = try builtExecutable("example-client")
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = output
+        let (ours, childEnd) = try closeOnExecStream()
+        output = ours
+        process.standardOutput = childEnd
+        process.standardError = childEnd
+        defer { try? childEnd.close() }
         try process.run()
     }
 
@@ -147,7 +151,7 @@ struct ExampleClientProcess: @unchecked Sendable {
         }
         let output = output, process = process
         let text: String = await onNewThread("client-reader") {
-            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            String(decoding: output.readDataToEndOfFile(), as: UTF8.self)
         }
         await onNewThread("client-wait") { process.waitUntilExit() }
         killer.cancel()
