@@ -197,7 +197,7 @@ if !coreOnly {
         ),
         .testTarget(
             name: "RunLoopKitServiceLifecycleTests",
-            dependencies: ["RunLoopKit", "RunLoopKitServiceLifecycle", "ServiceHost",
+            dependencies: ["RunLoopKit", "RunLoopKitServiceLifecycle", "ServiceHost", "PackageTestSupport",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle")]
         ),
@@ -217,7 +217,7 @@ if !coreOnly {
         .testTarget(
             name: "RunLoopKitGRPCTests",
             dependencies: [
-                "RunLoopKit", "RunLoopKitGRPC", "GRPCPortPeer",
+                "RunLoopKit", "RunLoopKitGRPC", "GRPCPortPeer", "PackageTestSupport",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -11,10 +11,7 @@ import Glibc
 /// execs the daemon, keeping its pid).
 package func spawnDaemon(_ path: String, _ arguments: [String], environment: [String: String],
                          listeningSocket: Int32?, activationName: String) throws -> (pid: pid_t, output: Int32) {
-    var pair: [Int32] = [-1, -1]
-    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
-        throw TestFailure("socketpair: errno \(errno)")
-    }
+    let pair = try closeOnExecSocketPair()
     defer { close(pair[1]) }
 
     var env = ProcessInfo.processInfo.environment
@@ -84,9 +81,17 @@ package func spawnDaemon(_ path: String, _ arguments: [String], environment: [St
 /// gets its end only as the standard stream it is given (dup2 clears close-on-exec on the copy).
 /// Give `childEnd` to the `Process`, then `close()` it once the child runs.
 package func closeOnExecStream() throws -> (ours: FileHandle, childEnd: FileHandle) {
+    let pair = try closeOnExecSocketPair()
+    return (FileHandle(fileDescriptor: pair[0], closeOnDealloc: true), FileHandle(fileDescriptor: pair[1], closeOnDealloc: true))
+}
+
+/// A connected pair of blocking AF_UNIX stream sockets, both ends close-on-exec from their
+/// creation: what the spawning helpers give a child as its standard streams (see
+/// `closeOnExecStream` for why not a pipe). The caller closes both.
+package func closeOnExecSocketPair() throws -> [Int32] {
     var pair: [Int32] = [-1, -1]
     guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
         throw TestFailure("socketpair: errno \(errno)")
     }
-    return (FileHandle(fileDescriptor: pair[0], closeOnDealloc: true), FileHandle(fileDescriptor: pair[1], closeOnDealloc: true))
+    return pair
 }

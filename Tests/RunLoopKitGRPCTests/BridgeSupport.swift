@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import FoundationEssentials
+import PackageTestSupport
 import RunLoopKit
 import RunLoopKitGRPC
 import Synchronization
@@ -42,21 +43,11 @@ func silentConnectionIsClosed(port: Int, within limit: Duration) -> Bool {
     let deadline = ContinuousClock.now + limit
     var buffer = [UInt8](repeating: 0, count: 4096)
     while ContinuousClock.now < deadline {
-        guard isReadable(descriptor, before: deadline) else { continue }
+        guard pollReady(descriptor, before: deadline) else { continue }
         let count = read(descriptor, &buffer, buffer.count)
         if count == 0 || (count < 0 && errno == ECONNRESET) { return true }
     }
     return false
-}
-
-/// Whether `descriptor` has something to read (or its end) before `deadline`. Blocking: run it
-/// off the cooperative pool.
-func isReadable(_ descriptor: Int32, before deadline: ContinuousClock.Instant) -> Bool {
-    let left = ContinuousClock.now.duration(to: deadline).components
-    guard left.seconds >= 0 else { return false }
-    let milliseconds = Int32(clamping: left.seconds * 1_000 + left.attoseconds / 1_000_000_000_000_000 + 1)
-    var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-    return poll(&ready, 1, milliseconds) > 0
 }
 
 /// A plaintext loopback server exporting `port` as `name`, running until `stop()`.
@@ -185,20 +176,7 @@ func openDescriptorCount() -> Int {
 
 // MARK: - Child processes
 
-/// The folder holding GRPCPortPeer: the nearest ancestor of the test executable that does.
-let productsFolder: String = {
-    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    precondition(count > 0, "readlink /proc/self/exe failed")
-    var folder = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    while folder != "/" && !folder.isEmpty {
-        folder = String(folder[..<(folder.lastIndex(of: "/") ?? folder.startIndex)])
-        if access(folder + "/GRPCPortPeer", X_OK) == 0 { return folder }
-    }
-    preconditionFailure("GRPCPortPeer not found above the test executable; build with --build-tests")
-}()
-
-/// A GRPCPortPeer child: its stdin and stdout are pipes; killed and reaped on deinit.
+/// A GRPCPortPeer child: its stdin and stdout are sockets; killed and reaped on deinit.
 final class PeerProcess: @unchecked Sendable {
     let pid: pid_t
     let input: Int32
@@ -206,21 +184,15 @@ final class PeerProcess: @unchecked Sendable {
     let listeningPort: Int
 
     init(name: String, mode: String) throws {
-        var stdinPipe: [Int32] = [0, 0]
-        var stdoutPipe: [Int32] = [0, 0]
-        // Socketpairs, close-on-exec from their creation (dup2 in the child clears it on the
-        // copies the child gets): a child that a test running in parallel starts meanwhile
-        // cannot inherit an end, which would hold back this end of file until it exits.
-        let streamPair = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        guard socketpair(AF_UNIX, streamPair, 0, &stdinPipe) == 0, socketpair(AF_UNIX, streamPair, 0, &stdoutPipe) == 0 else {
-            throw PeerError("socketpair")
-        }
+        let executable = try builtExecutable("GRPCPortPeer")
+        // Not pipes: see closeOnExecSocketPair.
+        let stdinPipe = try closeOnExecSocketPair()
+        let stdoutPipe = try closeOnExecSocketPair()
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
         posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-        let executable = productsFolder + "/GRPCPortPeer"
         let argv: [UnsafeMutablePointer<CChar>?] = [executable, name, mode].map { (argument: String) in strdup(argument) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -235,7 +207,7 @@ final class PeerProcess: @unchecked Sendable {
         let deadline = ContinuousClock.now + .seconds(30)
         var line: [UInt8] = []
         var byte: UInt8 = 0
-        while isReadable(output, before: deadline), read(output, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+        while pollReady(output, before: deadline), read(output, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
         let text = String(decoding: line, as: UTF8.self)
         guard text.hasPrefix("listening "), let port = Int(text.dropFirst(10)) else {
             Glibc.kill(pid, SIGKILL)

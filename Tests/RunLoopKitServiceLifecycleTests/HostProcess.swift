@@ -4,18 +4,10 @@
 // of seconds, only as a hang guard: a child that misbehaves is killed and the test fails.
 
 import Glibc
+import PackageTestSupport
 
 /// ServiceHost, built beside this test binary (a dependency of the test target).
-let serviceHost: String = {
-    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    var folder = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    while let slash = folder.lastIndex(of: "/"), slash != folder.startIndex {
-        folder = String(folder[..<slash])
-        if access(folder + "/ServiceHost", X_OK) == 0 { return folder + "/ServiceHost" }
-    }
-    return "ServiceHost not found above the test executable; build with --build-tests"
-}()
+let serviceHost = executableBesideTests("ServiceHost")
 
 /// How a child ended.
 enum Termination: Equatable, CustomStringConvertible {
@@ -44,11 +36,8 @@ final class HostProcess {
     /// Starts ServiceHost with `arguments`, its stdout and stderr on one socket. Nil if it could
     /// not be spawned.
     init?(_ arguments: [String]) {
-        // A socketpair rather than a pipe: close-on-exec from its creation, so a child that a
-        // test running in parallel starts meanwhile cannot inherit the end ServiceHost writes to
-        // (and hold this reader's end of file back until it exits).
-        var fds: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else { return nil }
+        // Not a pipe: see closeOnExecSocketPair.
+        guard let fds = try? closeOnExecSocketPair() else { return nil }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
