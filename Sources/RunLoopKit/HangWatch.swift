@@ -165,7 +165,14 @@ final class HangWatcher: @unchecked Sendable {
         if state.progress != progress { state = Watched(progress: progress, since: now) }
         let due = state.since.advanced(byNanoseconds: threshold)
         if !state.reported && now >= due {
-            let callout = loop.health.calloutInProgress()
+            // The report gives the stall's length: a callout that began late in it (the loop
+            // was stuck between callouts first) is not reported as shorter than the stall.
+            let stall = Duration.nanoseconds(state.since.nanoseconds.distance(to: now.nanoseconds))
+            let callout = loop.health.calloutInProgress().map { callout in
+                var callout = callout
+                callout.duration = max(callout.duration, stall)
+                return callout
+            }
             // Still the same stall: the callout read belongs to it. A loop that came back
             // meanwhile is looked at afresh next time.
             guard loop.health.progress.load(ordering: .sequentiallyConsistent) == progress else {

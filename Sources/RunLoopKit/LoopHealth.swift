@@ -225,6 +225,8 @@ final class LoopHealth: @unchecked Sendable {
     /// that is reading the label of the callout it left, whose item the caller is about to let go of.
     func leaveCallout(restoring previous: CalloutRecord, lightBarrier: Bool) {
         current = previous
+        // A callout that returned is progress (§3.56), however long the pass it belongs to.
+        progress.store(nextBusyCount(), ordering: .releasing)
         // The record's stores are one side of the Dekker pair with `inspecting`.
         if lightBarrier {
             publish(current, sequentiallyConsistent: false)

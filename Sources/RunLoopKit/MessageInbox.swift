@@ -237,6 +237,14 @@ final class MessageInbox: @unchecked Sendable {
         return min(taken, head &+ UInt64(limit))
     }
 
+    /// Makes the messages taken and not delivered (a batch that ended early) queued again, first
+    /// in line: counted in `count`, and against `limit` for senders. Receiver, port's lock held.
+    func requeueUndelivered() {
+        if takenPosition.pointee.load(ordering: .relaxed) > head {
+            takenPosition.pointee.store(head, ordering: .releasing)
+        }
+    }
+
     /// Whether the message at `head` is published. Receiver.
     var headIsPublished: Bool {
         guard let slots = ring.load(ordering: .acquiring) else { return false }

@@ -113,7 +113,9 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         }
 
         /// A pass's messages: to a batch handler in one call (one callout, without a msgid), to a
-        /// handler or delegate one call (and callout) each. The receiver is looked at once per
+        /// handler or delegate one call (and callout) each, until the pass must yield (a stop, or
+        /// its fairness slice is over): the messages left stay first in the queue, for a later
+        /// pass (§3.52, §3.55). The receiver is looked at once per
         /// batch, and each message is handed over borrowed: captured by the callout's closure, it
         /// was copied (a retain and a release of each of its references per message).
         func deliver(_ batch: inout Batch, from port: MessagePort, on loop: ThreadRunLoop) {
@@ -123,10 +125,12 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
             case .handler(let handler):
                 while let message = batch.next() {
                     loop.callout(.port, port, msgid: message.msgid, with: message) { handler($0) }
+                    if loop.passShouldYield { break }
                 }
             case .delegate(let delegate):
                 while let message = batch.next() {
                     loop.callout(.port, port, msgid: message.msgid, with: message) { delegate.handlePortMessage($0) }
+                    if loop.passShouldYield { break }
                 }
             }
         }
@@ -600,7 +604,15 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         lock.lock()
         state.statistics.delivered &+= UInt64(batch.taken)
         state.delivering = nested
-        if !nested && !membership.isValid { state.statistics.discarded &+= UInt64(inbox.discardPublished()) }
+        if !nested {
+            if !membership.isValid {
+                state.statistics.discarded &+= UInt64(inbox.discardPublished())
+            } else {
+                // A batch that ended early (a stop, the pass's fairness slice) leaves the rest
+                // queued again, first in line (§3.55).
+                inbox.requeueUndelivered()
+            }
+        }
         let settled = settleLocked()
         lock.unlock()
         finish(settled)

@@ -44,4 +44,9 @@ struct PendingBlock {
     var isJob: Bool {
         if case .block = work { false } else { true }
     }
+
+    /// An actor's job (not a task's nonisolated job, nor a block).
+    var isActorJob: Bool {
+        if case .job = work { true } else { false }
+    }
 }

@@ -42,27 +42,15 @@ public final class ResidentThread: Sendable, CustomStringConvertible {
     public var isFinished: Bool { core.withLock { core.finished } }
 
     /// Runs `block` on the thread, in FIFO order with other blocks, the next time its loop runs one
-    /// of `modes`. With `waitUntilDone`, the caller sleeps until the block has run; called on the
-    /// thread itself, that runs it inline. Throws `.finished` when the thread was stopped (also
+    /// of `modes` — by default any common mode, as Foundation's `performSelector:onThread:` (a
+    /// block posted while the thread runs a mode marked common, a "tracking" mode, runs in it).
+    /// With `waitUntilDone`, the caller sleeps until the block has run; called on the thread
+    /// itself, that runs it inline. Throws `.finished` when the thread was stopped (also
     /// when it stops before a waited-for block ran). Any thread.
-    public func perform(waitUntilDone: Bool = false, inModes modes: [ThreadRunLoop.Mode] = ThreadRunLoop.defaultModes,
+    public func perform(waitUntilDone: Bool = false, inModes modes: [ThreadRunLoop.Mode] = ThreadRunLoop.commonModesList,
                         _ block: @escaping @Sendable () -> Void) throws(ResidentThread.Failure) {
-        guard waitUntilDone else {
-            guard !core.isStopping else { throw .finished }
-            runLoop.perform(inModes: modes, block)
-            return
-        }
-        if ThreadID.current == runLoop.owner {
-            guard !core.withLock({ core.finished }) else { throw .finished }
-            block()
-            return
-        }
-        guard let ticket = core.register() else { throw .finished }
-        runLoop.perform(inModes: modes) { [core] in
-            block()
-            core.complete(ticket)
-        }
-        guard core.waitFor(ticket) else { throw .finished }
+        guard !core.isStopping else { throw .finished }
+        try runLoop.perform(waitUntilDone: waitUntilDone, inModes: modes, block)
     }
 
     /// Stops the loop and waits for the thread to exit. Idempotent; on the thread itself it
@@ -88,9 +76,6 @@ extension ResidentThread {
         private(set) var stopping = false
         private(set) var finished = false
         private var threadReleased = false
-        /// perform(waitUntilDone:) calls in flight: ticket → done.
-        private var waiters: [UInt64: Bool] = [:]
-        private var nextTicket: UInt64 = 0
         private let stopFlag = Atomic<Bool>(false)
         private let name: String
 
@@ -114,9 +99,10 @@ extension ResidentThread {
             while !stopFlag.load(ordering: .acquiring) {
                 loop.runInvocation(mode: .default, deadline: nil, returnAfterSourceHandled: false)
             }
+            // Calls in flight to the actors pinned here, and what they enqueue, finish first.
+            loop.runRemainingJobs()
             lock.withLock {
                 finished = true
-                waiters.removeAll()
                 lock.broadcast()
             }
         }
@@ -125,36 +111,6 @@ extension ResidentThread {
             lock.withLock {
                 while loop == nil { _ = lock.wait(until: nil) }
                 return loop!
-            }
-        }
-
-        func register() -> UInt64? {
-            lock.withLock {
-                guard !stopping else { return nil }
-                nextTicket += 1
-                waiters[nextTicket] = false
-                return nextTicket
-            }
-        }
-
-        func complete(_ ticket: UInt64) {
-            lock.withLock {
-                if waiters[ticket] != nil { waiters[ticket] = true }
-                lock.broadcast()
-            }
-        }
-
-        /// Sleeps until the ticket's block ran (true) or the thread finished without running it (false).
-        func waitFor(_ ticket: UInt64) -> Bool {
-            lock.withLock {
-                while true {
-                    guard let done = waiters[ticket] else { return false }
-                    if done {
-                        waiters[ticket] = nil
-                        return true
-                    }
-                    _ = lock.wait(until: nil)
-                }
             }
         }
 

@@ -115,13 +115,18 @@ extension ThreadRunLoop {
     /// The one place a pass calls out to an item (CF's __CFRUNLOOP_IS_CALLING_OUT_TO_… frames):
     /// every Source0 perform, timer, observer, port message, fd or signal source, block, job and
     /// main-queue drain goes through it. Without a slow-callout handler and without a hang watch
-    /// it costs one relaxed load and one predictable branch; otherwise the callout is timed and,
+    /// it costs one relaxed load, one predictable branch and the count of returned callouts (a
+    /// load and a store: `Statistics.callouts`); otherwise the callout is timed and,
     /// for a watch, published (`LoopHealth`). Loop thread only.
     @inline(__always)
     func callout<Result>(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32? = nil,
                          _ body: () -> Result) -> Result {
         let flags = healthFlags.load(ordering: .relaxed)
-        if _fastPath(flags == 0) { return body() }
+        if _fastPath(flags == 0) {
+            let result = body()
+            LoopCounters.add(1, to: counters.callouts)
+            return result
+        }
         let timing = calloutBegins(kind, item, msgid: msgid, flags: flags)
         let result = body()
         calloutEnded(timing, kind, item, msgid: msgid, flags: flags)
@@ -136,7 +141,11 @@ extension ThreadRunLoop {
                                               with argument: borrowing Argument,
                                               _ body: (borrowing Argument) -> Result) -> Result {
         let flags = healthFlags.load(ordering: .relaxed)
-        if _fastPath(flags == 0) { return body(argument) }
+        if _fastPath(flags == 0) {
+            let result = body(argument)
+            LoopCounters.add(1, to: counters.callouts)
+            return result
+        }
         let timing = calloutBegins(kind, item, msgid: msgid, flags: flags)
         let result = body(argument)
         calloutEnded(timing, kind, item, msgid: msgid, flags: flags)
@@ -167,6 +176,7 @@ extension ThreadRunLoop {
     @inline(never)
     private func calloutEnded(_ timing: CalloutTiming, _ kind: Callout.Kind, _ item: (any CalloutItem)?,
                               msgid: UInt32?, flags: UInt8) {
+        LoopCounters.add(1, to: counters.callouts)
         if let previous = timing.previous {
             health.leaveCallout(restoring: previous, lightBarrier: flags & HealthFlags.lightBarrier != 0)
         }

@@ -18,6 +18,9 @@ extension ThreadRunLoop {
         /// Callouts the loop timed for a slow-callout handler or a `HangWatch` (two reads of the
         /// tick counter or the clock each); zero while neither is set.
         public var timedCallouts: UInt64 = 0
+        /// Callouts that returned, of every kind: a loop whose count moves is making progress,
+        /// however long its pass (Guarantees §3.56: the watchdog and hang watches count these).
+        public var callouts: UInt64 = 0
 
         /// Creates zeroed statistics. Any thread; free.
         public init() {}
@@ -25,11 +28,11 @@ extension ThreadRunLoop {
         /// One line with every counter. Any thread.
         public var description: String {
             "passes \(passes), wake-ups \(wakeUps), handled sources \(handledSources), timer fires \(timerFires), "
-                + "timed callouts \(timedCallouts)"
+                + "timed callouts \(timedCallouts), callouts \(callouts)"
         }
     }
 
-    /// The loop's counters. Any thread; five relaxed atomic loads (not one snapshot: a counter
+    /// The loop's counters. Any thread; six relaxed atomic loads (not one snapshot: a counter
     /// read while the loop runs may be a pass ahead of another).
     public var statistics: Statistics {
         var statistics = Statistics()
@@ -38,6 +41,7 @@ extension ThreadRunLoop {
         statistics.handledSources = counters.handledSources.load(ordering: .relaxed)
         statistics.timerFires = counters.timerFires.load(ordering: .relaxed)
         statistics.timedCallouts = counters.timedCallouts.load(ordering: .relaxed)
+        statistics.callouts = counters.callouts.load(ordering: .relaxed)
         return statistics
     }
 }
@@ -49,6 +53,7 @@ final class LoopCounters: Sendable {
     let handledSources = Atomic<UInt64>(0)
     let timerFires = Atomic<UInt64>(0)
     let timedCallouts = Atomic<UInt64>(0)
+    let callouts = Atomic<UInt64>(0)
 
     /// Adds `count` to `counter`. Loop thread only: a single writer needs no read-modify-write.
     @inline(__always)

@@ -23,6 +23,11 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// receiver after every quarter: a one-sender stream made 3.3 times the context switches and
     /// ran at 0.6 times the rate (SwiftNIO runs up to 4,096 tasks per tick for the same reason).
     static let source1BatchLimit = 1024
+    /// How long one pass of a mode with timers or descriptors hands out port messages before it
+    /// goes round to fire due timers and look at its descriptors (Guarantees §3.52). Long enough
+    /// that a stream of short messages still takes a whole batch per pass (1,024 messages of a
+    /// microsecond), short enough that a slow handler yields after every message.
+    static let fairnessSliceNanoseconds: Int64 = 1_000_000
 
     let owner: ThreadID
     /// Whether this is the main thread's loop, which serves the main dispatch queue.
@@ -79,6 +84,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// mode empty at the call (false) from one its run emptied (true, Guarantees §3.4); nested
     /// invocations only ever set it. Loop thread only.
     private let invocationStarted = LoopThreadOnly<Bool>(false)
+    /// When the pass handling Source1s should stop and go round (`LoopInstant` nanoseconds; `.max`:
+    /// only a stop ends it early): the earlier of its fairness slice's end and the next timer's
+    /// fire date (Guarantees §3.52). Loop thread only.
+    private let passYieldsAt = LoopThreadOnly<Int64>(.max)
+    /// Actor jobs of this loop's executor running on the thread now (nested runs inside one do not
+    /// run another, Guarantees §3.58). Loop thread only.
+    private let actorJobDepth = LoopThreadOnly<Int>(0)
 
     init(owner: ThreadID) {
         self.owner = owner
@@ -178,6 +190,12 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     public func perform(inModes modes: [Mode] = defaultModes, _ block: @escaping @Sendable () -> Void) {
         let pending = PendingBlock(modes: PendingBlock.Modes(modes), work: .block(block))
         state.withLock { $0.blocks.append(pending) }
+        blockWasQueued()
+    }
+
+    /// A block or job was appended to `state.blocks`: counted for the passes, and the loop woken.
+    /// Any thread; an atomic add and `wakeUp()`.
+    func blockWasQueued() {
         pendingBlockCount.add(1, ordering: .releasing)
         wakeUp()
     }
@@ -199,8 +217,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                 """)
             state.blocks.append(PendingBlock(modes: .common, work: asTask ? .taskJob(job) : .job(job)))
         }
-        pendingBlockCount.add(1, ordering: .releasing)
-        wakeUp()
+        blockWasQueued()
     }
 
     /// "thread <tid> "<name>"", for messages about this loop's thread. Any thread; a lock.
@@ -285,6 +302,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
                                     residentKeepAlive: residentKeepAlive,
                                     servesMainQueue: servesMainQueue)
         let scratch = scratchPool.value.popLast() ?? PassScratch()
+        scratch.handledLastPass = false
         defer {
             state.withLock { _ = $0.modeStack.popLast() }
             scratchPool.value.append(scratch)
@@ -336,10 +354,17 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // Descriptors epoll refuses are always ready, so while the mode holds one the loop
         // polls in every pass instead of sleeping (as a poll(2) loop would).
         scratch.ready.removeAll()
+        let watchesDescriptors = items.hasKernelOnlySources1 || invocation.servesMainQueue
+        // Fairness (§3.52): after a pass that handled something, ports still ready do not keep
+        // the descriptors from being looked at, and the descriptors' events go first.
+        let polledFirst = watchesDescriptors && scratch.handledLastPass && readyPorts.mayHavePorts
+        if polledFirst {
+            _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
+        }
         readyPorts.collect(for: items, of: self, into: scratch.ready)
         if scratch.ready.isEmpty {
-            if (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources)
-                && (items.hasKernelOnlySources1 || invocation.servesMainQueue) {
+            if !polledFirst && watchesDescriptors
+                && (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources) {
                 _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.
@@ -354,7 +379,9 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         }
 
         if items.hasTimers { fireDueTimers(modeState, items) }
-        if handleSource1(scratch.ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit) > 0 {
+        let yieldsAt = items.hasTimers || watchesDescriptors ? fairPassEnd(modeState, items) : .max
+        if handleSource1(scratch.ready, budget: returnAfterSourceHandled ? 1 : Self.source1BatchLimit,
+                         yieldingAt: yieldsAt) > 0 {
             handled = true
         }
         // Blocks and jobs that arrived while the loop slept run in the pass they woke, not the
@@ -364,6 +391,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             handled = true
         }
 
+        scratch.handledLastPass = handled
         if handled && returnAfterSourceHandled { return .handledSource }
         if let deadline = invocation.deadline, deadline <= .now { return .timedOut }
         if stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .sequentiallyConsistent) {
@@ -405,15 +433,19 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// Runs the pending blocks and executor jobs of `mode` in FIFO order (one when `onlyOne`).
     private func runBlocks(of modeState: ModeState, onlyOne: Bool, using scratch: PassScratch) -> Bool {
         guard pendingBlockCount.load(ordering: .acquiring) > 0 else { return false }
+        // Inside an actor job (a nested run), other actor jobs wait for it to return (§3.58).
+        let insideActorJob = actorJobDepth.value > 0
         state.withLock { state in
-            if !onlyOne && !state.blocks.contains(where: { !modeState.runs($0) }) {
+            if !onlyOne && !insideActorJob && !state.blocks.contains(where: { !modeState.runs($0) }) {
                 // The usual case: take them all by swapping buffers, which allocates nothing.
                 swap(&scratch.blocks, &state.blocks)
                 return
             }
             var takenOne = false
             state.blocks.removeAll { block in
-                guard !(onlyOne && takenOne), modeState.runs(block) else { return false }
+                guard !(onlyOne && takenOne), modeState.runs(block), !(insideActorJob && block.isActorJob) else {
+                    return false
+                }
                 scratch.blocks.append(block)
                 takenOne = true
                 return true
@@ -425,7 +457,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         while let pending = scratch.blocks.popFirst() {
             switch pending.work {
             case .block(let block): callout(.block, nil) { block() }
-            case .job(let job): callout(.job, nil) { executor.run(job) }
+            case .job(let job): runActorJob(job)
             case .taskJob(let job): callout(.job, nil) { executor.runTaskJob(job) }
             }
         }
@@ -475,6 +507,71 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         return schedule
     }
 
+    /// When a pass of a mode with timers or descriptors stops handing out Source1s: a fairness
+    /// slice from now, or the next timer's fire date if that comes first. Loop thread only; a
+    /// clock read.
+    private func fairPassEnd(_ modeState: ModeState, _ items: ItemSnapshot) -> Int64 {
+        let sliceEnd = LoopInstant.now.nanoseconds.saturatingAdding(Self.fairnessSliceNanoseconds)
+        guard items.hasTimers, let fire = timerSchedule(modeState, items).earliestFire else { return sliceEnd }
+        return min(sliceEnd, fire.nanoseconds)
+    }
+
+    /// Whether the pass in progress should hand out no more port messages or fd events: the loop
+    /// was stopped (it takes effect after the callout in progress, §3.55), or the pass's fairness
+    /// slice is over (§3.52). Loop thread only, between callouts; two relaxed loads, and a clock
+    /// read in a mode with timers or descriptors.
+    @inline(__always)
+    var passShouldYield: Bool {
+        if isStopping { return true }
+        let yieldsAt = passYieldsAt.value
+        return yieldsAt != .max && LoopInstant.now.nanoseconds >= yieldsAt
+    }
+
+    /// A stop is pending for the innermost invocation, or the resident thread is stopping. Two
+    /// relaxed loads.
+    @inline(__always)
+    private var isStopping: Bool {
+        stopRequested.load(ordering: .relaxed) || residentStopping.load(ordering: .relaxed)
+    }
+
+    /// Runs an actor job of this loop's executor; while it runs, runs nested in it run no other
+    /// actor job (§3.58). Loop thread only.
+    private func runActorJob(_ job: UnownedJob) {
+        actorJobDepth.value += 1
+        defer { actorJobDepth.value -= 1 }
+        callout(.job, nil) { executor.run(job) }
+    }
+
+    /// Runs every executor job queued on the loop, and those they enqueue, until none is left,
+    /// then closes the loop to jobs (a later one traps, naming the thread): a resident thread that
+    /// was told to stop does this before it exits, so calls in flight to its actors finish
+    /// (§3.59). Blocks queued meanwhile stay queued, and are dropped when the thread exits. Loop
+    /// thread only.
+    func runRemainingJobs() {
+        while true {
+            let jobs: [PendingBlock] = state.withLock { state in
+                var jobs: [PendingBlock] = []
+                state.blocks.removeAll { pending in
+                    guard pending.isJob else { return false }
+                    jobs.append(pending)
+                    return true
+                }
+                if jobs.isEmpty { state.threadExited = true }
+                return jobs
+            }
+            guard !jobs.isEmpty else { return }
+            pendingBlockCount.subtract(jobs.count, ordering: .relaxed)
+            LoopCounters.add(jobs.count, to: counters.handledSources)
+            for pending in jobs {
+                switch pending.work {
+                case .job(let job): runActorJob(job)
+                case .taskJob(let job): callout(.job, nil) { executor.runTaskJob(job) }
+                case .block: break
+                }
+            }
+        }
+    }
+
     /// A timer of this loop changed its fire date or tolerance: the loop recomputes its
     /// schedule and re-arms its wait. Any thread; an atomic add and `wakeUp()`.
     func timersDidChange() {
@@ -482,8 +579,13 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         wakeUp()
     }
 
-    /// Delivers ready port messages and fd events in arrival order, at most `budget` of them.
-    private func handleSource1(_ ready: RingBuffer<Source1Event>, budget: Int) -> Int {
+    /// Delivers ready port messages and fd events in arrival order, at most `budget` of them,
+    /// until `yieldsAt` passes or the loop is stopped: then the ports and descriptors left are
+    /// handled by a later pass (§3.52, §3.55).
+    private func handleSource1(_ ready: RingBuffer<Source1Event>, budget: Int, yieldingAt yieldsAt: Int64) -> Int {
+        let outerYield = passYieldsAt.value
+        passYieldsAt.value = yieldsAt
+        defer { passYieldsAt.value = outerYield }
         var remaining = budget
         defer {
             // Ports left over when the budget ran out keep their place; fd events are found
@@ -493,8 +595,17 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             }
             LoopCounters.add(budget - remaining, to: counters.handledSources)
         }
+        var first = true
         while remaining > 0, let event = ready.popFirst() {
+            // The first Source1 of a pass is always handled, however late the pass is: timers
+            // slower than their interval must not starve the ports either.
+            let yielding = first ? isStopping : passShouldYield
+            first = false
             switch event {
+            case .port(let port) where yielding:
+                if port.hasDeliverableMessages { readyPorts.keep(port) }
+            case .fileDescriptor where yielding:
+                break
             case .port(let port):
                 // Kept before it is serviced, so that a run nested in its handler finds it and
                 // continues the batch being delivered; the next pass drops it if it has nothing left.
@@ -669,6 +780,9 @@ final class PassScratch {
     // buys nothing here.
     let ready = RingBuffer<Source1Event>(initialCapacity: 64)
     @exclusivity(unchecked) var blocks = RingBuffer<PendingBlock>()
+    /// Whether the invocation's last pass handled anything (it did not sleep): the next one then
+    /// looks at the descriptors even while ports are ready (§3.52).
+    var handledLastPass = false
 }
 
 /// A Source1 found ready by the loop.

@@ -124,15 +124,22 @@ private final class LoopProgress: Sendable {
 
     init(_ loops: [ThreadRunLoop]) {
         self.loops = loops
-        passesAtLastPing = Locked(loops.map { $0.statistics.passes })
+        passesAtLastPing = Locked(loops.map(Self.progress))
     }
 
-    /// The loops that neither began a pass (so completed the one before) nor are asleep in
-    /// their wait since the last check that found none; when none is stuck, this check becomes
-    /// the last one.
+    /// A loop's progress: passes begun plus callouts returned (Guarantees §3.56), so a loop
+    /// that keeps completing callouts of one long batch is not stuck.
+    private static func progress(_ loop: ThreadRunLoop) -> UInt64 {
+        let statistics = loop.statistics
+        return statistics.passes &+ statistics.callouts
+    }
+
+    /// The loops that neither began a pass, returned from a callout, nor are asleep in their
+    /// wait since the last check that found none; when none is stuck, this check becomes the
+    /// last one.
     func stuckSinceLastCheck() -> [ThreadRunLoop] {
         passesAtLastPing.withLock { last in
-            let passes = loops.map { $0.statistics.passes }
+            let passes = loops.map(Self.progress)
             let stuck = loops.indices.filter { passes[$0] == last[$0] && !loops[$0].isWaiting }.map { loops[$0] }
             if stuck.isEmpty { last = passes }
             return stuck

@@ -235,7 +235,7 @@ extension MessagePort {
         let direct = readConnections(budget: limit, on: loop)
         // After a frame went straight to the receiver there is usually nothing queued: the
         // flag says so without the lock.
-        guard direct < limit, direct == 0 || hasDeliverableMessages else { return direct }
+        guard direct < limit, direct == 0 || (hasDeliverableMessages && !loop.passShouldYield) else { return direct }
         return direct + deliver(upTo: limit - direct, on: loop)
     }
 
@@ -265,7 +265,8 @@ extension MessagePort {
         while let connection = connections.reading.popFirst() {
             if room > 0 {
                 unpark(connection, of: connections)
-                delivered += readFrame(from: connection, of: connections, room: &room, deliverNow: delivered < budget, on: loop)
+                delivered += readFrame(from: connection, of: connections, room: &room,
+                                       deliverNow: delivered < budget && (delivered == 0 || !loop.passShouldYield), on: loop)
             } else {
                 park(connection, of: connections)
             }
