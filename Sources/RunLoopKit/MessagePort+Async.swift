@@ -85,6 +85,7 @@ extension MessagePort {
     /// `consuming` down to the queue, as in the blocking `send`.
     @usableFromInline
     func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
+        if _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited) { try consumeSendOnce() }
         if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         if isProxy {
             try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort)

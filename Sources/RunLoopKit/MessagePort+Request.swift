@@ -1,10 +1,8 @@
 import Synchronization
 
-/// Request/reply (§3.28): CFMessagePortSendRequest on Linux. Each request gets a
-/// private reply port used once — a send-once right: it is invalidated as soon as its first
-/// message is delivered, so any later send to it throws `.invalidPort`. (Two replies racing
-/// each other, the second sent before the first is delivered, can both be accepted by the
-/// queue or the kernel; the second is then discarded, never delivered.)
+/// Request/reply (§3.28, §3.50): CFMessagePortSendRequest on Linux. Each request gets a
+/// private reply port used once — a send-once right: the first send to it consumes the right,
+/// so any later send throws `.invalidPort`, even one made before the first reply was delivered.
 extension MessagePort {
     /// Sends a request with a private one-shot reply port as `from:` and returns the first
     /// message sent to that port, running the calling thread's loop in `replyMode` meanwhile
@@ -173,6 +171,7 @@ private struct RequestSetup {
     init(destination: MessagePort, request: PendingRequest, loop: ThreadRunLoop, mode: ThreadRunLoop.Mode,
          wake: @escaping @Sendable () -> Void) throws(PortError) {
         let reply = try MessagePort(queueLimit: 1)
+        reply.makeSendOnce()
         self.reply = reply
         self.destination = destination
         // Send-once: the first message is the reply; the port dies with it, so later sends fail.

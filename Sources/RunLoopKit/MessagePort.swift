@@ -167,6 +167,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     let membership = LoopMembership()
     /// A proxy's counters, kept outside the lock its sends do not take; nil for a local port.
     let proxyCounters: ProxyCounters?
+    /// Whether the port is a send-once right, and whether it was used (`SendOnce`, §3.50).
+    let sendOnceState = Atomic<UInt8>(SendOnce.unlimited)
     /// The inbox of every proxy: a proxy queues nothing (its messages go to a socket or a
     /// conduit), so it never claims a slot and the ring is never made.
     private static let proxyInbox = MessageInbox(limit: 1, batchLimit: 1)
@@ -340,6 +342,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(__always)
     private func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
                       deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+        if _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited) { try consumeSendOnce() }
         if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         if isProxy {
             try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)

@@ -80,8 +80,9 @@ extension ThreadRunLoop {
         public static let afterWaiting = Activity(rawValue: 1 << 6)
         /// Once when a run invocation returns. Any thread; free.
         public static let exit = Activity(rawValue: 1 << 7)
-        /// Every activity. Any thread; free.
-        public static let allActivities: Activity = [.entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit]
+        /// Every activity, with CF's value (`kCFRunLoopAllActivities`, `0x0FFFFFFF`), so that a
+        /// mask stored or compared across the two is the same. Any thread; free.
+        public static let allActivities = Activity(rawValue: 0x0FFF_FFFF)
 
         /// The activities' names, for logs. Any thread; allocates the string.
         public var description: String {

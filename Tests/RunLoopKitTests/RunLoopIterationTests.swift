@@ -38,6 +38,14 @@ struct ThreadRunLoopSurfaceTests {
         #expect(Set([a, b, c]).count == 1)
     }
 
+    @Test("§2 Activity's raw values are CF's, allActivities included (kCFRunLoopAllActivities, 0x0FFFFFFF)")
+    func activityValuesAreCFs() {
+        #expect(RLActivity.allActivities.rawValue == 0x0FFF_FFFF)
+        let values: [(RLActivity, UInt32)] = [(.entry, 1), (.beforeTimers, 2), (.beforeSources, 4),
+                                              (.beforeWaiting, 32), (.afterWaiting, 64), (.exit, 128)]
+        for (activity, cf) in values { #expect(activity.rawValue == cf) }
+    }
+
     @Test("§2 Activity.allActivities contains the six activities")
     func allActivitiesContainsEverything() {
         let all = RLActivity.allActivities
