@@ -53,7 +53,8 @@ extension MessagePort {
 
     /// The async form: the calling task suspends (no thread blocks) until the reply, the
     /// timeout (`.replyTimedOut`), this port's death (`.invalidPort`) or the task's
-    /// cancellation (`.cancelled`). The reply port is received by a resident thread shared by
+    /// cancellation (``PortError/cancelled`` before the request was queued,
+    /// ``PortError/requestCancelled`` after: the destination may handle it). The reply port is received by a resident thread shared by
     /// all async requests of the process. Errors as the synchronous form. Any task.
     public func sendRequest(msgid: UInt32, components: [Message.Component] = [],
                             timeout: Duration) async throws(PortError) -> Message {
@@ -98,7 +99,8 @@ extension MessagePort {
                 }
             }
         } onCancel: {
-            request.complete(.failure(.cancelled))
+            // Whether the request reached the destination decides what a retry would do (§3.28).
+            request.complete(.failure(request.isQueued ? .requestCancelled : .cancelled))
         }
         return try result.get()
     }

@@ -11,6 +11,10 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case timedOut
     /// The task sending, receiving or waiting for a reply was cancelled; nothing was queued.
     case cancelled
+    /// The task waiting for a reply (async `sendRequest`) was cancelled after its request was
+    /// queued: the destination may handle the request, or have handled it. Retrying is safe only
+    /// for an idempotent request.
+    case requestCancelled
     /// The message is larger than the transport allows.
     case messageTooLarge(limit: Int)
     /// The kernel refused a resource (EMFILE/ENFILE/ENOMEM when creating the port's eventfd).
@@ -60,6 +64,8 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidPort: "the port is invalid"
         case .timedOut: "the port's queue stayed full until the deadline"
         case .cancelled: "the task was cancelled before the message could be queued"
+        case .requestCancelled:
+            "the task was cancelled after its request was queued: the destination may handle it (retry only an idempotent request)"
         case .messageTooLarge(let limit): "the message exceeds the limit of \(limit) bytes"
         case .resourceExhausted(let code): "resource exhausted: \(String(cString: strerror(code))) (errno \(code))"
         case .malformedFrame(let reason): "malformed frame from a peer process: \(reason.rawValue)"
