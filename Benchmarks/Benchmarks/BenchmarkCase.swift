@@ -189,12 +189,16 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
     /// The configuration this row is measured in alternation with, in the same process
     /// (`Interleaved`), for a bar that compares the two: RunLoopKit without its loop-health
     /// hooks for the loop-health rows, RunLoopKit's one-sender stream for its fan-in row and for
-    /// the Swift Data ring's row. Nil for every other row.
+    /// the Swift Data ring's row, and the C floor a cross-process bar reads against: the C
+    /// socketpair + epoll + credentials loop for xprocess, the sd-bus peer-to-peer call for
+    /// xnamed (each in its own child processes, as the row's). Nil for every other row.
     var interleavedReference: BenchmarkCase? {
         switch (workload, peer) {
         case (_, .runLoopKitHealth): BenchmarkCase(workload: workload, peer: .runLoopKit, regime: regime)
         case (.fanin, .runLoopKit), (.throughput, .swiftRing):
             BenchmarkCase(workload: .throughput, peer: .runLoopKit, regime: regime)
+        case (.xprocess, .runLoopKit): BenchmarkCase(workload: .xprocess, peer: .cSocketpairEpollCredentials, regime: regime)
+        case (.xprocess, .runLoopKitNamed): BenchmarkCase(workload: .xprocess, peer: .cSdBus, regime: regime)
         default: nil
         }
     }
