@@ -57,4 +57,6 @@ extension MessagePort {
 final class ProxyCounters: Sendable {
     let sent = Atomic<UInt64>(0)
     let sendersBlocked = Atomic<UInt64>(0)
+    /// The proxy's frames reach a listener of this process (`OwnReturns`, §3.60).
+    let returnsHere = Atomic<Bool>(false)
 }

@@ -14,7 +14,7 @@ func pendingHandshakes(_ receiver: ReceivingPort) -> Int {
 
 /// A raw connection to `name` in this process's scope, as a hostile client makes it.
 func rawConnection(to name: String) throws -> SeqPacketSocket {
-    try SeqPacketSocket.connect(toAbstractName: PortName(name).address(uid: geteuid()), timeout: .seconds(5))
+    try SeqPacketSocket.connect(toAbstractName: PortName(name).address(uid: geteuid()), deadline: .now + .seconds(5))
 }
 
 /// Whether the owner dropped `socket` (end-of-stream or a reset) within the hang guard; any
