@@ -250,6 +250,6 @@ struct SecurityReviewTests {
         #expect(reports.allSatisfy { $0.error == .accessDenied && $0.connector?.pid == getpid() })
         #expect(reports.reduce(0) { $0 + 1 + $1.suppressed } == 1001)
         #expect(reports.last?.suppressed == 1000 - ReportThrottle.defaultBurst)
-        #expect(reports.last?.description.contains("\(1000 - ReportThrottle.defaultBurst) more refused handshakes were left out") == true)
+        #expect(reports.last?.description.contains("\(1000 - ReportThrottle.defaultBurst) more reports of refused peers were left out") == true)
     }
 }

@@ -25,4 +25,12 @@ extension MessagePort {
         reportTransportError(TransportReport(error: .resourceExhausted(errno: EMFILE), sender: sender,
                                              connector: connection.named?.connector))
     }
+
+    /// `report`, about a frame on `connection`, unless the throttle of the name the connection
+    /// was made through leaves it out: a peer that keeps connecting and sending what is refused
+    /// is rate-limited as one that keeps failing its handshake. Loop thread; a lock.
+    func throttled(_ report: TransportReport, on connection: PortConnection) -> TransportReport? {
+        guard connection.named != nil, let throttle = lock.withLock({ state.publication?.reports }) else { return report }
+        return throttle.admit(report)
+    }
 }

@@ -446,7 +446,7 @@ extension MessagePort {
         if removed { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
         connection.close()
         if removed { lock.withLock { connections.didClose() } }
-        if let report { reportTransportError(report, to: handler) }
+        if let report, let report = throttled(report, on: connection) { reportTransportError(report, to: handler) }
     }
 
     /// Tells the transport report handler (or stderr) what was refused or dropped. Loop thread.
