@@ -13,7 +13,8 @@
 /// With a pidfd of each packet's sender received too (SO_PASSPIDFD: an SCM_PIDFD installed by
 /// the kernel per packet, closed by the receiver), it is `C socketpair + epoll + SCM_PIDFD`:
 /// what pinning every sender per packet would cost (RunLoopKit pins a connection's sender
-/// once and checks it only when asked, see SenderPin.swift).
+/// once and checks with one poll(2) per packet that it still holds its pid, see
+/// PortConnection.swift).
 
 #define _GNU_SOURCE
 #include <sys/socket.h>

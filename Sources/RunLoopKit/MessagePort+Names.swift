@@ -6,9 +6,12 @@ import Glibc
 /// port reachable by name from other processes of this host that its `Access` admits, and
 /// `connect(to:)` returns a proxy for it — CFMessagePortCreateLocal / CreateRemote on Linux.
 extension MessagePort {
-    /// Who may send to a published port, decided from kernel-verified credentials only (the
-    /// uid and gid the kernel reports for each frame's sending process; never anything the peer
-    /// says). Root is not exempt: only a policy that names uid 0 (or `.anyone`) admits it.
+    /// Who may send to a published port, decided from kernel-verified credentials only, never
+    /// anything the peer says: the effective uid and gid of the process that connected
+    /// (SO_PEERCRED, recorded at connect(2)) and the real uid and gid the kernel reports with
+    /// each frame (SCM_CREDENTIALS) must both be admitted. For most processes the two are the
+    /// same; a setuid program is admitted by neither alone. Root is not exempt: only a policy
+    /// that names uid 0 (or `.anyone`) admits it.
     public struct Access: Sendable, Equatable, CustomStringConvertible {
         enum Rule: Sendable, Equatable {
             case sameUser
@@ -19,15 +22,15 @@ extension MessagePort {
 
         let rule: Rule
 
-        /// Processes whose effective uid is the publisher's (resolved when `publish` runs).
+        /// Processes of the publisher's effective uid (resolved when `publish` runs).
         /// The default. Any thread; free.
         public static let sameUser = Access(rule: .sameUser)
         /// Every process of this host (of this network namespace, where the name lives). Any
         /// thread; free.
         public static let anyone = Access(rule: .anyone)
-        /// Processes whose effective uid is one of `uids`. Any thread; copies the set.
+        /// Processes whose uid is one of `uids`. Any thread; copies the set.
         public static func users(_ uids: Set<UInt32>) -> Access { Access(rule: .users(uids)) }
-        /// Processes whose effective gid is one of `gids` (the primary group the kernel reports
+        /// Processes whose gid is one of `gids` (the primary group the kernel reports
         /// with each frame; supplementary groups are not seen per frame, so they do not count). Any
         /// thread; copies the set.
         public static func groups(_ gids: Set<UInt32>) -> Access { Access(rule: .groups(gids)) }
@@ -64,7 +67,8 @@ extension MessagePort {
     }
 
     /// The process that sent a message's frame, as the kernel reported it (SCM_CREDENTIALS):
-    /// its pid and effective uid and gid at the time of the send, and the process itself,
+    /// its pid and its real uid and gid at the time of the send (the HELLO's connector,
+    /// `TransportReport.connector`, has the effective ids of SO_PEERCRED), and the process itself,
     /// pinned (`process`), where the kernel can name it.
     ///
     /// Two senders are equal when their pid, uid and gid are: compare `process` to tell apart
@@ -76,9 +80,9 @@ extension MessagePort {
         public var uid: UInt32
         /// The sending process's group id. Any thread; free.
         public var gid: UInt32
-        /// How the process was pinned; nil for a sender made with `init(pid:uid:gid:)` and where
-        /// the kernel could not pin it.
-        let pin: SenderPin?
+        /// The process, pinned when the frame was read; nil for a sender made with
+        /// `init(pid:uid:gid:)` and where the kernel could not pin it.
+        let pin: PinnedProcess?
 
         /// A sender with these ids (for comparisons in tests and policies); its `process` is nil.
         /// Free. Any thread.
@@ -87,7 +91,7 @@ extension MessagePort {
         }
 
         /// The sender of a frame or handshake record the kernel reported with `credentials`.
-        init(_ credentials: Credentials, pin: SenderPin?) {
+        init(_ credentials: Credentials, pin: PinnedProcess?) {
             pid = credentials.pid
             uid = credentials.uid
             gid = credentials.gid
@@ -227,38 +231,47 @@ extension MessagePort {
     ///
     /// Throws `.invalidName`, `.nameNotFound` (no live port holds the name), `.accessDenied`
     /// (the policy refuses this process), `.tooManyConnections` (this user holds as many
-    /// connections to the name as the owner's `NameLimits` allow), `.timedOut` (the owner did not answer within 30 s:
-    /// its loop is not running), `.handshakeFailed` (it answered nonsense) or
-    /// `.resourceExhausted`. Blocks the calling thread for one round trip with the owner's
-    /// loop. Any thread; a socket, connect, one record each way.
+    /// connections to the name as the owner's `NameLimits` allow), `.handshakeTimedOut` (the
+    /// owner did not answer within 30 s: its loop is not running, or is stuck), `.handshakeFailed`
+    /// (it answered nonsense) or `.resourceExhausted`. Blocks the calling thread for one round
+    /// trip with the owner's loop. Any thread; a socket, connect, one record each way.
     public static func connect(to name: String) throws(PortError) -> MessagePort {
-        let portName = try PortName(name)
-        let own = geteuid()
-        for scope in own == 0 ? [own] : [own, 0] {
-            if let port = try connect(to: portName, scope: scope) { return port }
-        }
-        throw .nameNotFound(name)
+        try connect(to: name, publishedBy: nil, timeout: connectTimeout)
     }
 
     /// A proxy for the port that the process of effective uid `uid` published as `name`: its
     /// scope only (a user's service that admits other users, or root asking for a user's
     /// port). Errors and cost as `connect(to:)`. Any thread.
     public static func connect(to name: String, publishedBy uid: UInt32) throws(PortError) -> MessagePort {
+        try connect(to: name, publishedBy: .some(uid), timeout: connectTimeout)
+    }
+
+    /// `connect(to:)` (with `uid` nil) or `connect(to:publishedBy:)` that gives up once `timeout`
+    /// has passed — waiting for room in the owner's backlog and for its answer to the handshake —
+    /// with `.handshakeTimedOut`: the owner did not answer in time (its loop is not running, is
+    /// stuck, or is not reading its name). Other errors and cost as `connect(to:)`. Any thread;
+    /// blocks the calling thread at most `timeout` (a timeout of zero or less gives up at once
+    /// unless the answer is already there).
+    public static func connect(to name: String, publishedBy uid: UInt32? = nil, timeout: Duration) throws(PortError) -> MessagePort {
         let portName = try PortName(name)
-        guard let port = try connect(to: portName, scope: uid) else { throw .nameNotFound(name) }
-        return port
+        let deadline = ContinuousClock.now + timeout
+        let own = geteuid()
+        let scopes: [UInt32] = uid.map { [$0] } ?? (own == 0 ? [own] : [own, 0])
+        for scope in scopes {
+            if let port = try connect(to: portName, scope: scope, deadline: deadline) { return port }
+        }
+        throw .nameNotFound(name)
     }
 
     /// One scope's attempt; nil when the name is not (or not truly) published there.
-    private static func connect(to name: PortName, scope uid: UInt32) throws(PortError) -> MessagePort? {
-        let deadline = ContinuousClock.now + connectTimeout
+    private static func connect(to name: PortName, scope uid: UInt32, deadline: ContinuousClock.Instant) throws(PortError) -> MessagePort? {
         let socket: SeqPacketSocket
         do {
-            socket = try SeqPacketSocket.connect(toAbstractName: name.address(uid: uid), timeout: connectTimeout)
+            socket = try SeqPacketSocket.connect(toAbstractName: name.address(uid: uid), deadline: deadline)
         } catch {
             switch error.rawValue {
             case ECONNREFUSED, ENOENT: return nil
-            case EAGAIN, ETIMEDOUT: throw .timedOut
+            case EAGAIN, ETIMEDOUT: throw .handshakeTimedOut
             default: throw portError(error)
             }
         }
@@ -271,10 +284,10 @@ extension MessagePort {
         } catch {
             return nil
         }
-        guard socket.waitUntilReadable(deadline: deadline) else { throw .timedOut }
+        guard socket.waitUntilReadable(deadline: deadline) else { throw .handshakeTimedOut }
         let received: (bytes: [UInt8], credentials: Credentials?, extras: Bool)?
         do { received = try socket.receiveSmallRecord(capacity: Handshake.maximumSize) } catch { return nil }
-        guard let record = received else { throw .timedOut }
+        guard let record = received else { throw .handshakeTimedOut }
         // End-of-stream: the owner went away, or dropped the connection unanswered.
         if record.bytes.isEmpty && !record.extras { return nil }
         if record.extras { throw .handshakeFailed(.unexpectedControlMessage) }
@@ -306,7 +319,7 @@ extension MessagePort {
 }
 
 extension MessagePort.Message {
-    /// The process that sent this message's frame — pid, effective uid and gid as the kernel
+    /// The process that sent this message's frame — pid, real uid and gid as the kernel
     /// reported them with the frame (SCM_CREDENTIALS), not as the peer claims, and the process
     /// itself, pinned (`Sender.process`) — or nil for a message sent within this process to a
     /// local port. A frame that came through a socket always has a sender, also when this
@@ -320,16 +333,18 @@ extension MessagePort.Sender {
     /// Compare it, signal it or watch it exit (`ProcessExitSource`) without the risk of reaching
     /// whoever holds the pid now.
     ///
-    /// Nil where the kernel cannot pin the sender: before Linux 6.5 (no SO_PEERPIDFD,
-    /// SO_PASSPIDFD), when the kernel could not make a pidfd for it (this process out of
-    /// descriptors), and for a frame from a process its connection had not seen before — a send
-    /// right handed on — that came without a pidfd of its own (the frames after it are pinned:
-    /// see the Security model article). Also nil once the process has been reaped, for a frame
-    /// pinned through its connection that is asked about only then; ask while handling the
-    /// message. Nil for a sender made with `init(pid:uid:gid:)`.
+    /// On a named connection the process that connected is the one the kernel recorded at
+    /// connect(2) (SO_PEERPIDFD), which no one can forge; a frame from another holder of the
+    /// connection names what its `SCM_CREDENTIALS` named, which only a privileged process — or
+    /// one naming its own descendants from a user namespace it made, which the owner refuses
+    /// (see the Security model article) — can choose.
     ///
-    /// Any thread. Free for a frame that came with its own pidfd (a connection's first frames);
-    /// otherwise the first question about a frame costs one poll(2), which answers for the frames
-    /// of that sender read before it as well.
-    public var process: PinnedProcess? { pin?.process }
+    /// Nil where the kernel cannot pin the sender: before Linux 5.3 (no pidfd), when the
+    /// kernel could not make a pidfd for it (this process out of descriptors, or the sender
+    /// already reaped and its pid free when the frame was read). Nil for a sender made with
+    /// `init(pid:uid:gid:)`.
+    ///
+    /// Any thread; free: the process was pinned when the frame was read (one poll(2) per frame
+    /// from a process its connection knows, a pidfd for a frame from one it does not).
+    public var process: PinnedProcess? { pin }
 }

@@ -8,7 +8,8 @@ extension MessagePort {
     /// For a local port, a message is *sent* when the port accepts it (queued, or handed
     /// straight to a waiting receiver), whether it came from this process or over a send right;
     /// *delivered* when it reached the handler, the delegate or the `messages()` consumer;
-    /// *discarded* when invalidation dropped it. So at any quiet moment
+    /// *discarded* when invalidation dropped it, or when it came from another process with port
+    /// components this process had no descriptor left for (§3.57). So at any quiet moment
     /// `sent == delivered + discarded + queuedCount`. For a proxy (a send right to another
     /// process's port), *sent* counts frames written to the socket and the other counters stay 0
     /// but `sendersBlocked`.
@@ -17,7 +18,8 @@ extension MessagePort {
         public var sent: UInt64 = 0
         /// Messages given to the handler, delegate or `messages()` consumer.
         public var delivered: UInt64 = 0
-        /// Messages dropped because the port was invalidated; `discardedCount` is the same figure.
+        /// Messages dropped because the port was invalidated, or because this process had no
+        /// descriptor left for a frame's port components; `discardedCount` is the same figure.
         public var discarded: UInt64 = 0
         /// The most messages ever queued at once (at most `queueLimit`), as each sender saw the
         /// queue once its message had joined it.
@@ -57,4 +59,6 @@ extension MessagePort {
 final class ProxyCounters: Sendable {
     let sent = Atomic<UInt64>(0)
     let sendersBlocked = Atomic<UInt64>(0)
+    /// The proxy's frames reach a listener of this process (`OwnReturns`, §3.60).
+    let returnsHere = Atomic<Bool>(false)
 }

@@ -77,6 +77,12 @@ public final class PinnedProcess: Sendable, Hashable, CustomStringConvertible {
     /// it: running, or exited but not yet reaped (where the kernel tells the two apart).
     var holdsItsPid: Bool { process.holdsItsPid }
 
+    /// Whether the process lives in a pid namespace below this process's (or outside its view),
+    /// so that a process of a user namespace made without privilege may have named it in
+    /// SCM_CREDENTIALS (§3.61). False where the kernel does not say. Any thread; reads
+    /// /proc/self/fdinfo once per call.
+    var livesInNestedPidNamespace: Bool { (process.pidNamespaceDepth ?? 0) > 0 }
+
     /// Equal when both name the same process. Any thread; free.
     public static func == (lhs: PinnedProcess, rhs: PinnedProcess) -> Bool {
         if lhs === rhs { return true }

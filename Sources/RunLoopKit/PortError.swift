@@ -53,10 +53,18 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// `connect(to:)`: this process's user holds as many open connections to the name as its
     /// owner allows one user (`NameLimits.connectionsPerUser`); closing one admits the next.
     case tooManyConnections
-    /// A frame or handshake whose credentials claim to come from this process arrived over a
-    /// connection another process made: only a process with CAP_SYS_ADMIN can send that. The
-    /// owner refused it and dropped the connection (reported through its transport error handler).
+    /// A frame or handshake whose credentials name a process that did not send it: a HELLO
+    /// naming another process than the one that connected, a frame claiming this process over a
+    /// connection another process made that this process did not send (§3.32, §3.60), or a frame
+    /// from a process other than the connector that lives in a pid namespace below the owner's,
+    /// where a user namespace made without privilege could name it (§3.61). Only CAP_SYS_ADMIN
+    /// over a pid namespace lets a process claim another's pid. The owner refused it and dropped
+    /// the connection (reported through its transport error handler).
     case forgedCredentials
+    /// `connect(to:publishedBy:timeout:)`: the owner of the name did not answer the handshake
+    /// before the timeout (its loop is not running, is stuck, or does not read its name), or
+    /// its backlog stayed full. Nothing was connected.
+    case handshakeTimedOut
 
     /// What went wrong, in words, for logs. Any thread; allocates the string.
     public var description: String {
@@ -80,7 +88,8 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .processNotFound(let pid): "no process \(pid) to pin (it has exited and been reaped, or never existed)"
         case .portsRefused: "the destination port does not take port components (descriptors)"
         case .tooManyConnections: "this user holds as many connections to the name as its owner allows one user"
-        case .forgedCredentials: "a peer claimed to be this process over a connection another process made (forged with CAP_SYS_ADMIN)"
+        case .forgedCredentials: "a peer's credentials named a process other than the one that sent them (forged with CAP_SYS_ADMIN, or from a user namespace it made)"
+        case .handshakeTimedOut: "the owner of the name did not answer the handshake in time"
         }
     }
 }

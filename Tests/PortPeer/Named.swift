@@ -13,8 +13,9 @@
 //   connect-name <name>             connects and sends msgid 7 "hello from <pid>"; prints
 //                                   "connected" or "error <PortError>"; exits 0 either way.
 //   publish-name <name>             prints "published" or "error <PortError>", then runs until killed.
-//   relay-name <name>               connects, sends msgid 1 "relay <pid>", then starts
-//                                   `send-right 3` with the proxy's send right at fd 3, waits for it.
+//   relay-name <name> [count]       connects, sends msgid 1 "relay <pid>", then starts
+//                                   `send-right 3` (with a count: `send-wait 3 <count>`) with the
+//                                   proxy's send right at fd 3, waits for it.
 //   exec <path> <args…>             replaces itself with <path> (after `as`: runs a program as
 //                                   another user).
 //   send-right <fd>                 sends msgid 2 "third <pid>" through an inherited send right,
@@ -158,7 +159,9 @@ func relayName() -> Never {
     }
     let right: Int32
     do { right = try server.makeSendRight() } catch { fail("makeSendRight threw \(error)") }
-    let third = spawn(ownExecutable(), ["send-right", "3"], inherit: [(right, 3)])
+    // With a count, the third process sends that many frames and waits for the owner to drop it.
+    let mode = modeArguments.count > 3 ? ["send-wait", "3", argument(3)] : ["send-right", "3"]
+    let third = spawn(ownExecutable(), mode, inherit: [(right, 3)])
     close(right)
     say("relay \(getpid()) third \(third)")
     guard let status = waitForExit(third, timeout: .seconds(20)) else { fail("the third process did not exit") }
@@ -216,6 +219,11 @@ func runMode() -> Never {
     case "connect-name": connectName()
     case "publish-name": publishName()
     case "relay-name": relayName()
+    case "reply-to-self": replyToSelf()
+    case "send-wait": sendAndWait()
+    case "serve-fitted": serveFitted()
+    case "hold-name": holdName()
+    case "starve": starve()
     case "send-right": sendThroughRight()
     case "send-count": sendCount()
     case "refuse-ports": refusePorts()

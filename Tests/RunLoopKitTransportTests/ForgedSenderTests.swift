@@ -8,7 +8,9 @@ import FoundationEssentials
 import Testing
 @testable import RunLoopKit
 
-@Suite("§3.32 frames through a socket")
+// Serialized: the §3.60 test sends this process's own frames over a client's connection while
+// the §3.32 tests forge them.
+@Suite("§3.32 frames through a socket", .serialized)
 struct ForgedSenderTests {
     @Test("§3.32 a frame this process sent through a send right (socketpair or named) has a sender: this process, pinned")
     func ownFramesHaveASender() throws {
@@ -29,6 +31,32 @@ struct ForgedSenderTests {
         // A message sent within the process has none.
         try named.port.send(msgid: 3, timeout: waitLimit)
         #expect(named.waitForMessages(2)?.last?.sender == nil)
+    }
+
+    @Test("§3.60 a client gives its own named connection as a reply port and the owner replies into it: the reply is the owner's own, delivered with this process as its sender, not reported as forged")
+    func ownReplyOverAClientsConnection() throws {
+        let name = uniqueName("reply-to-self")
+        let replied = Shared(false)
+        let receiver = try ReceivingPort(publishedAs: name) { message in
+            guard message.msgid == 9, let replyPort = message.replyPort else { return }
+            do {
+                try replyPort.send(msgid: 10, timeout: .seconds(5))
+                replied.value = true
+            } catch {
+                Issue.record("the reply threw \(error)")
+            }
+        }
+        defer { receiver.stop() }
+        let client = try peer(["reply-to-self", name])
+        defer { client.kill(SIGKILL) }
+        let messages = try #require(receiver.waitForMessages(2), "\(client.output) \(receiver.errors.value)")
+        #expect(replied.value)
+        #expect(messages.map(\.msgid) == [9, 10])
+        #expect(messages[0].sender?.pid == client.pid)
+        #expect(messages[1].sender?.pid == getpid(), "the reply came back over the client's connection")
+        #expect(messages[1].sender?.process == (try PinnedProcess(pid: getpid())))
+        #expect(receiver.errors.value.isEmpty, "\(receiver.errors.value)")
+        #expect(receiver.port.connectionCount == 1, "the client keeps its connection")
     }
 
     @Test("§3.32 a frame claiming this process's pid over a connection another process made is refused, reported with the connecting process, nothing delivered",

@@ -6,16 +6,19 @@ import CRunLoopKit
 /// What a named-port connection needs beyond a socketpair end: connecting to a listener,
 /// credentials, and the small blocking exchange of the handshake on the connecting side.
 extension SeqPacketSocket {
-    /// Connects to the listener at abstract address `name`, waiting at most `timeout` for
-    /// room in its backlog. Throws ECONNREFUSED when nothing listens there. The socket is
-    /// blocking until `makeNonBlocking()`.
-    static func connect(toAbstractName name: [UInt8], timeout: Duration) throws(Errno) -> SeqPacketSocket {
+    /// Connects to the listener at abstract address `name`, waiting until `deadline` at most for
+    /// room in its backlog. Throws ECONNREFUSED when nothing listens there, EAGAIN when the
+    /// deadline passed. The socket is blocking until `makeNonBlocking()`.
+    static func connect(toAbstractName name: [UInt8], deadline: ContinuousClock.Instant) throws(Errno) -> SeqPacketSocket {
         let fd = try syscallRetryingEINTR {
             Glibc.socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         }
         let connecting = SeqPacketSocket(descriptor: FileDescriptor(rawValue: fd))
-        // A full backlog makes connect(2) sleep for the send timeout (SO_SNDTIMEO).
-        var limit = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+        // A full backlog makes connect(2) sleep for the send timeout (SO_SNDTIMEO), where zero
+        // would mean for ever: at least a microsecond.
+        let remaining = max(ContinuousClock.now.duration(to: deadline), .microseconds(1))
+        let (seconds, attoseconds) = remaining.components
+        var limit = timeval(tv_sec: Int(seconds), tv_usec: max(Int(attoseconds / 1_000_000_000_000), seconds == 0 ? 1 : 0))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         let result = withAbstractAddress(name) { address, length in Glibc.connect(fd, address, length) }
         if result != 0 {
@@ -68,5 +71,28 @@ extension SeqPacketSocket {
         record.closeDescriptors()
         let extras = !record.descriptors.isEmpty || record.truncated || record.descriptorsTruncated || record.unexpectedControl
         return (Array(record.bytes), record.credentials, extras)
+    }
+}
+
+extension SeqPacketSocket {
+    /// The abstract address of the listener this socket connected to (getpeername(2)); nil for
+    /// a socketpair end, a path address or a socket that is not connected.
+    var peerAbstractName: [UInt8]? {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let result = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor.rawValue, $0, &length) }
+        }
+        return result == 0 ? abstractName(in: address, length: length) : nil
+    }
+}
+
+/// The abstract name in `address` (the bytes after sun_path's leading NUL), or nil for a path
+/// or an unnamed address.
+func abstractName(in address: sockaddr_un, length: socklen_t) -> [UInt8]? {
+    let pathOffset = MemoryLayout<sa_family_t>.size
+    guard Int(length) > pathOffset + 1 else { return nil }
+    return withUnsafeBytes(of: address.sun_path) { path in
+        path[0] == 0 ? Array(path[1..<(Int(length) - pathOffset)]) : nil
     }
 }

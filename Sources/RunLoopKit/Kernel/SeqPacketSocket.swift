@@ -149,6 +149,9 @@ final class ReceiveBatch {
         var descriptors: [FileDescriptor]
         var truncated: Bool
         var descriptorsTruncated: Bool
+        /// MSG_CTRUNC with room left for descriptors: the kernel could not install them all in
+        /// this process (no descriptor number left, EMFILE/ENFILE) and closed the rest.
+        var descriptorsNotInstalled: Bool
         var unexpectedControl: Bool
         /// The sending process as the kernel reports it (the receive end has SO_PASSCRED set).
         var credentials: Credentials?
@@ -173,6 +176,7 @@ final class ReceiveBatch {
             descriptors: count == 0 ? [] : (0..<count).map { FileDescriptor(rawValue: record.fds[$0]) },
             truncated: record.msg_flags & Int32(MSG_TRUNC) != 0,
             descriptorsTruncated: record.msg_flags & Int32(MSG_CTRUNC) != 0,
+            descriptorsNotInstalled: record.msg_flags & Int32(MSG_CTRUNC) != 0 && count < Int(record.max_fds),
             unexpectedControl: record.unexpected_control != 0,
             credentials: record.has_credentials != 0
                 ? Credentials(pid: record.pid, uid: record.uid, gid: record.gid) : nil,

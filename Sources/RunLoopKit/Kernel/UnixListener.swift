@@ -65,11 +65,7 @@ struct UnixListener: Sendable, Hashable {
         let result = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor.rawValue, $0, &length) }
         }
-        let pathOffset = MemoryLayout<sa_family_t>.size
-        guard result == 0, Int(length) > pathOffset + 1 else { return nil }
-        return withUnsafeBytes(of: address.sun_path) { path in
-            path[0] == 0 ? Array(path[1..<(Int(length) - pathOffset)]) : nil
-        }
+        return result == 0 ? RunLoopKit.abstractName(in: address, length: length) : nil
     }
 
     /// Accepts one waiting connection: non-blocking, close-on-exec, with SO_PASSCRED. Nil when

@@ -45,6 +45,10 @@ final class NameListener: Sendable {
     private let listenerSource: FileDescriptorSource
     private let timerSource: FileDescriptorSource
     private weak let port: MessagePort?
+    /// The address the listener is bound to, while it counts as one of this process's (§3.60).
+    private let address: [UInt8]?
+    /// Rate-limits the reports of refused, crowded-out and silent handshakes.
+    let reports = ReportThrottle()
 
     /// Connections accepted and waiting for their HELLO (at most `maximumPending`). Any thread; a lock.
     var pendingCount: Int { state.withLock { $0.pending.count } }
@@ -55,6 +59,7 @@ final class NameListener: Sendable {
         self.access = access
         self.limits = limits
         self.listener = listener
+        address = listener.abstractName
         timer = try TimerFD()
         self.port = port
         let box = WeakListener()
@@ -65,6 +70,7 @@ final class NameListener: Sendable {
             box.listener?.timerFired()
         }
         box.listener = self
+        if let address { OwnReturns.listening(at: address) }
     }
 
     /// The descriptors to register in each mode of the port (any thread; takes `state`).
@@ -117,7 +123,7 @@ final class NameListener: Sendable {
                 // Out of descriptors: a level-triggered listener would wake the loop at once,
                 // over and over. Stop listening for a moment, and say why.
                 pauseAccepting(of: port)
-                port.reportTransportError(MessagePort.TransportReport(error: .resourceExhausted(errno: error.rawValue)))
+                report(MessagePort.TransportReport(error: .resourceExhausted(errno: error.rawValue)), to: port)
                 return
             }
         }
@@ -158,9 +164,9 @@ final class NameListener: Sendable {
             if !port.addConnection(connection) { pending.socket.close() }
         case .closedQuietly:
             pending.socket.close()
-        case .refused(let report):
+        case .refused(let refusal):
             pending.socket.close()
-            port.reportTransportError(report)
+            report(refusal, to: port)
         }
         rearmTimer()
     }
@@ -177,9 +183,9 @@ final class NameListener: Sendable {
         guard let credentials = record.credentials, let connector else {
             return refused(.handshakeFailed(.missingCredentials))
         }
-        // The HELLO is the connection's first record: its sender is pinned as a frame's would be.
-        let connection = PortConnection(accepted: socket, access: access, connector: connector)
-        let sender = connection.sender(credentials, process: nil)
+        // The HELLO comes from the process that connected: the kernel recorded it at connect(2)
+        // (SO_PEERCRED, SO_PEERPIDFD), and no one can forge that.
+        let sender = MessagePort.Sender(credentials, pin: credentials.pid == connector.pid ? connector.pin : nil)
         let hello: Handshake
         do { hello = try Handshake.decode(record.bytes, expecting: .hello) } catch {
             return refused(.handshakeFailed(error), sender: sender)
@@ -193,8 +199,10 @@ final class NameListener: Sendable {
             try? socket.send(Handshake.denied.encode())
             return refused(.accessDenied, sender: sender)
         }
-        // Only CAP_SYS_ADMIN can claim another process's pid (§3.32).
-        if sender.pid == MessagePort.Sender.thisProcess && connector.pid != MessagePort.Sender.thisProcess {
+        // Credentials naming another process than the one that connected were forged: with
+        // CAP_SYS_ADMIN (§3.32), or from a user and pid namespace the connector made, naming one
+        // of its descendants (§3.61). The report names what was claimed and who connected.
+        if credentials.pid != connector.pid {
             try? socket.send(Handshake.denied.encode())
             return refused(.forgedCredentials, sender: sender)
         }
@@ -207,7 +215,7 @@ final class NameListener: Sendable {
         } catch {
             return .closedQuietly
         }
-        return .accepted(connection)
+        return .accepted(PortConnection(accepted: socket, access: access, connector: connector))
     }
 
     /// The process that connected `socket`, as the kernel recorded it at connect(2) (SO_PEERCRED),
@@ -216,7 +224,7 @@ final class NameListener: Sendable {
     private static func connector(of socket: SeqPacketSocket) -> MessagePort.Sender? {
         guard let credentials = socket.peerCredentials else { return nil }
         let process = try? socket.peerProcess()
-        return MessagePort.Sender(credentials, pin: process.map { .exact(PinnedProcess(adopting: $0, pid: credentials.pid)) })
+        return MessagePort.Sender(credentials, pin: process.map { PinnedProcess(adopting: $0, pid: credentials.pid) })
     }
 
     private func timerFired() {
@@ -270,7 +278,12 @@ final class NameListener: Sendable {
         unregister(pending, from: port)
         let connector = Self.connector(of: pending.socket)
         pending.socket.close()
-        port.reportTransportError(MessagePort.TransportReport(error: error, connector: connector))
+        report(MessagePort.TransportReport(error: error, connector: connector), to: port)
+    }
+
+    /// Reports through the port's handler unless the throttle leaves it out.
+    private func report(_ report: MessagePort.TransportReport, to port: MessagePort) {
+        if let admitted = reports.admit(report) { port.reportTransportError(admitted) }
     }
 
     private func unregister(_ pending: Pending, from port: MessagePort) {
@@ -292,6 +305,7 @@ final class NameListener: Sendable {
             return Array(state.pending.values)
         }
         guard let pending else { return }
+        if let address { OwnReturns.stoppedListening(at: address) }
         listenerSource.invalidate()
         timerSource.invalidate()
         for entry in pending { entry.source.invalidate() }
@@ -307,6 +321,7 @@ final class NameListener: Sendable {
         state.withLock { state in
             guard !state.closed else { return }
             state.closed = true
+            if let address { OwnReturns.stoppedListening(at: address) }
             listener.close()
             timer.close()
             for entry in state.pending.values { entry.socket.close() }

@@ -25,8 +25,9 @@ public enum FrameError: String, Error, Equatable, Sendable, CaseIterable {
     case descriptorCountMismatch
     /// The kernel truncated the frame (MSG_TRUNC).
     case truncated
-    /// The kernel truncated the descriptors (MSG_CTRUNC), e.g. because the receiving process
-    /// had no descriptor numbers left.
+    /// The kernel truncated the descriptors (MSG_CTRUNC) because the frame carried more than
+    /// the receiver has room for. (Descriptors the receiving process had no number left for are
+    /// its own exhaustion, `PortError.resourceExhausted`, and cost the sender nothing.)
     case descriptorsTruncated
     /// A descriptor is not an AF_UNIX SOCK_SEQPACKET socket, so it cannot be a port's send right.
     case descriptorNotAPort

@@ -88,6 +88,7 @@ extension MessagePort {
             throw .notASendRight
         }
         self.init(proxyFor: socket)
+        markIfReturningHere(socket)
     }
 
     /// True for a proxy (a send right to a port owned elsewhere), false for a local port.
@@ -147,6 +148,8 @@ extension MessagePort {
     private func transmit(frameOf size: Int, descriptors: [Int32], through remote: SeqPacketSocket,
                           countsBlocked: Bool, deadline: () -> ContinuousClock.Instant?,
                           write: (UnsafeMutableRawBufferPointer) -> Void) throws(PortError) {
+        let returnsHere = proxyCounters?.returnsHere.load(ordering: .relaxed) == true
+        if returnsHere { OwnReturns.sending(true) }
         let failure = withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer -> PortError? in
             write(buffer)
             let frame = UnsafeRawBufferPointer(buffer)
@@ -158,7 +161,10 @@ extension MessagePort {
                                  countsBlocked: countsBlocked, deadline: deadline)
             }
         }
-        if let failure { throw failure }
+        if let failure {
+            if returnsHere { OwnReturns.sending(false) }
+            throw failure
+        }
         proxyCounters?.sent.add(1, ordering: .relaxed)
     }
 
@@ -344,6 +350,11 @@ extension MessagePort {
             }
             return 0
         }
+        if record.descriptorsNotInstalled {
+            for descriptor in record.descriptors { descriptor.close() }
+            discardForExhaustion(sender: sender, on: connection)
+            return 0
+        }
         let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?)
         do {
             decoded = try decode(record)
@@ -380,19 +391,12 @@ extension MessagePort {
     }
 
     /// Why a record read from `connection` must not be delivered, or nil. A connection made
-    /// through a published name keeps its policy for every frame, whoever holds the socket now
-    /// (named-ports.md §5.5), and no frame on it can come from this process unless this process
-    /// connected (§3.32: only CAP_SYS_ADMIN can claim another's pid). A port that refuses
-    /// port components refuses a frame with descriptors (one queued before it began to refuse,
-    /// or on a kernel without SO_PASSRIGHTS).
+    /// through a published name checks each frame's sender (`PortConnection.refusal(of:)`). A
+    /// port that refuses port components refuses a frame with descriptors (one queued before it
+    /// began to refuse, or on a kernel without SO_PASSRIGHTS).
     private func refusal(of record: ReceiveBatch.Record, from sender: Sender?, on connection: PortConnection) -> TransportReport? {
-        if let named = connection.named {
-            guard let sender, named.access.admits(sender) else {
-                return TransportReport(error: .accessDenied, sender: sender, connector: named.connector)
-            }
-            if sender.pid == Sender.thisProcess && named.connector.pid != Sender.thisProcess {
-                return TransportReport(error: .forgedCredentials, sender: sender, connector: named.connector)
-            }
+        if let named = connection.named, let error = connection.refusal(of: sender) {
+            return TransportReport(error: error, sender: sender, connector: named.connector)
         }
         if !record.descriptors.isEmpty, lock.withLock({ state.refusesPortComponents }) {
             return TransportReport(error: .portsRefused, sender: sender, connector: connection.named?.connector)
@@ -428,7 +432,11 @@ extension MessagePort {
             guard let socket = try? SeqPacketSocket(adopting: descriptor) else { throw .descriptorNotAPort }
             sockets.append(socket)
         }
-        var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
+        var proxies = sockets.map { socket in
+            let proxy = MessagePort(proxyFor: socket)
+            proxy.markIfReturningHere(socket)
+            return proxy
+        }.makeIterator()
         let payload = reader.payload { proxies.next() }
         return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil)
     }
@@ -439,7 +447,7 @@ extension MessagePort {
         if removed { membership.loop?.removeRegistration(registration(of: connection, in: connections), for: self) }
         connection.close()
         if removed { lock.withLock { connections.didClose() } }
-        if let report { reportTransportError(report, to: handler) }
+        if let report, let report = throttled(report, on: connection) { reportTransportError(report, to: handler) }
     }
 
     /// Tells the transport report handler (or stderr) what was refused or dropped. Loop thread.

@@ -20,6 +20,11 @@ extension MessagePort {
         /// (SO_PEERCRED, pinned with SO_PEERPIDFD where the kernel can); nil for the send rights
         /// the port handed out itself, which any holder may use. Any thread; free.
         public var connector: Sender?
+        /// How many reports about a published name's handshakes and named connections were left
+        /// out just before this one: in each interval of 10 s the first 10 go out in full and the
+        /// rest are only counted, so that a flood of refused peers cannot flood the log. 0 for
+        /// the others. Any thread; free.
+        public var suppressed: Int = 0
 
         /// A report. Any thread; free.
         public init(error: PortError, sender: Sender? = nil, connector: Sender? = nil) {
@@ -37,6 +42,7 @@ extension MessagePort {
             if let connector, connector != sender {
                 text += "; connected by \(Self.describe(connector))"
             }
+            if suppressed > 0 { text += "; \(suppressed) more reports of refused peers were left out before this one" }
             return text
         }
 
