@@ -460,8 +460,24 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             case .job(let job): runActorJob(job)
             case .taskJob(let job): callout(.job, nil) { executor.runTaskJob(job) }
             }
+            if isStopping && !scratch.blocks.isEmpty {
+                requeueBlocks(scratch.blocks)
+                break
+            }
         }
         return true
+    }
+
+    /// Puts blocks a pass took and did not run (it was stopped, §3.55) back at the front of the
+    /// queue, in order. Loop thread only; a lock.
+    private func requeueBlocks(_ taken: RingBuffer<PendingBlock>) {
+        let count = taken.count
+        state.withLock { state in
+            while let queued = state.blocks.popFirst() { taken.append(queued) }
+            taken.swapContents(with: state.blocks)
+        }
+        pendingBlockCount.add(count, ordering: .relaxed)
+        LoopCounters.add(-count, to: counters.handledSources)
     }
 
     /// Performs the signalled Source0s in ascending order, clearing each signal first.

@@ -244,6 +244,43 @@ struct StopAfterCalloutTests {
         port.invalidate()
     }
 
+    @Test("§3.55 ResidentThread.stop() with 20 queued 50 ms blocks returns after the block in progress; the rest do not run")
+    func stopDoesNotWaitForQueuedBlocks() throws {
+        let thread = ResidentThread(name: uniqueThreadName("stop-blocks"))
+        let ran = Counter()
+        let began = Flag()
+        let gate = Flag()
+        try thread.perform { _ = waitUntil { gate.isSet } }
+        for _ in 0..<20 {
+            try thread.perform {
+                began.set()
+                block(for: .milliseconds(50))
+                ran.increment()
+            }
+        }
+        gate.set()
+        #expect(waitUntil { began.isSet })
+        thread.stop()
+        #expect(ran.current <= 2, "stop() waited for \(ran.current) blocks, not one")
+        #expect(throws: ResidentThread.Failure.finished) { try thread.perform {} }
+    }
+
+    @Test("§3.55 a loop stopped by one of its blocks leaves the blocks queued behind it for the next run, in order")
+    func stoppedBlocksStayQueued() throws {
+        let order = Recorder<Int>()
+        let results = onLoopThread { loop -> (RLResult, RLResult) in
+            loop.perform { order.append(0); loop.stop() }
+            for index in 1...3 { loop.perform { order.append(index) } }
+            let first = loop.run(mode: .default, for: longRun, returnAfterSourceHandled: false)
+            let second = loop.run(mode: .default, for: .milliseconds(200), returnAfterSourceHandled: false)
+            return (first, second)
+        }
+        let (first, second) = try #require(results)
+        #expect(first == .stopped)
+        #expect(second == .finished, "the second run ran the rest and found the mode empty")
+        #expect(order.values == [0, 1, 2, 3])
+    }
+
     @Test("§3.55 invalidate() during a batch: the messages not yet delivered are counted as discarded")
     func invalidateDiscardsTheRest() throws {
         let port = try MessagePort(queueLimit: 64)
