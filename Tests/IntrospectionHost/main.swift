@@ -3,8 +3,10 @@
 //
 //   serve NAME   publishes a port as NAME on the main loop (label "requests"; a request gets
 //                a reply of msgid + 1 carrying "echo:" and the request's bytes; msgid 13 gets
-//                a reply of two components, bytes 00 ff and a port), runs a resident thread
-//                "worker" with a timer "tick", prints "ready", and runs until killed.
+//                a reply of two components, bytes 00 ff and a port; msgid 77 with the text N
+//                sends N messages to the worker's port "sink" first), runs a resident thread
+//                "worker" with a timer "tick" and the port "sink", prints "ready", and runs
+//                until killed.
 //                Introspection is on when RUNLOOPKIT_INTROSPECTION=1.
 //   counts       the process's threads, descriptors and endpoint with introspection off, on
 //                (Introspection.enable()) and off again (disable()), one "key: value" line each.
@@ -51,10 +53,19 @@ func counts(_ stage: String) {
 let arguments = CommandLine.arguments
 switch arguments.count > 1 ? arguments[1] : "" {
 case "serve" where arguments.count > 2:
+    let worker = ResidentThread(name: "worker")
+    let sink = try MessagePort()
+    sink.label = "sink"
+    sink.setHandler { _ in }
+    worker.runLoop.add(sink, forMode: .default)
     let port = try MessagePort()
     port.label = "requests"
     port.setHandler { message in
         guard let reply = message.replyPort else { return }
+        if message.msgid == 77 {
+            let count = Int(String(decoding: message.data ?? Data(), as: UTF8.self)) ?? 0
+            for index in 0..<count { try? sink.send(msgid: UInt32(index), components: [.data(Data("x".utf8))], timeout: .seconds(5)) }
+        }
         if message.msgid == 13 {
             let extra = try? MessagePort()
             try? reply.send(msgid: 14, components: [.data(Data([0x00, 0xff]))] + (extra.map { [.port($0)] } ?? []), timeout: .seconds(5))
@@ -64,7 +75,6 @@ case "serve" where arguments.count > 2:
     }
     ThreadRunLoop.main.add(port, forMode: .default)
     try port.publish(as: arguments[2])
-    let worker = ResidentThread(name: "worker")
     let tick = RunLoopTimer(fireAt: .now + .seconds(3600), interval: .seconds(3600)) { _ in }
     tick.label = "tick"
     worker.runLoop.add(tick, forMode: .default)

@@ -41,6 +41,52 @@ private final class Daemon {
     }
 }
 
+/// A running `runloopctl monitor --json`, read line by line.
+private final class MonitorChild {
+    let pid: pid_t
+    private let output: Int32
+    private var pending = ""
+    private(set) var lines: [String] = []
+
+    init(_ target: String, bytes: Int = 0) throws {
+        (pid, output) = try spawnDaemon(runloopctl, ["monitor", target, "--json", "--bytes", String(bytes)], environment: [:],
+                                        listeningSocket: nil, activationName: "")
+    }
+
+    /// Reads until `condition` holds for the lines so far (false after 30 s, or at end of output).
+    func read(until condition: ([String]) -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !condition(lines) {
+            guard pollReady(output, before: deadline) else { return false }
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let n = Glibc.read(output, &buffer, buffer.count)
+            guard n > 0 else { return false }
+            pending += String(decoding: buffer[..<n], as: UTF8.self)
+            while let newline = pending.firstIndex(of: "\n") {
+                lines.append(String(pending[..<newline]))
+                pending = String(pending[pending.index(after: newline)...])
+            }
+        }
+        return true
+    }
+
+    var records: [[String: Any]] { lines.compactMap { try? json($0) as? [String: Any] } }
+
+    func stop() {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        close(output)
+    }
+}
+
+/// The daemon's open descriptors and threads.
+private func resources(_ pid: pid_t) -> (descriptors: Int, threads: Int) {
+    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
+    return (fds, tasks)
+}
+
 /// runloopctl's exit code and stdout (or stderr, `capturing: 2`).
 private func ctl(_ arguments: [String], capturing: Int32 = 1, asNobody: Bool = false) throws -> (code: Int32?, text: String) {
     let outcome = asNobody
@@ -150,6 +196,69 @@ struct IntrospectionTests {
         #expect(error.split(separator: "\n").count == 1)
         let (_, output) = try ctl(["status", String(daemon.pid), "--json"], capturing: 1, asNobody: true)
         #expect(output.isEmpty)
+    }
+
+    @Test("§3.46 runloopctl monitor shows every message the process's ports deliver and send while attached, in order per port, with sender and sizes; detached, nothing of it remains")
+    func monitorShowsMessagesInOrder() throws {
+        let daemon = try Daemon(introspection: true)
+        defer { daemon.stop() }
+        let before = resources(daemon.pid)
+        let monitor = try MonitorChild(daemon.name, bytes: 4)
+        #expect(monitor.read { $0.count >= 1 })
+        #expect((monitor.records.first?["monitoring"] as? NSNumber)?.int32Value == daemon.pid)
+        for msgid in [7, 9, 11] {
+            let (code, _) = try ctl(["call", daemon.name, String(msgid), "--text", "m\(msgid)"])
+            #expect(code == 0)
+        }
+        // Each request delivered to "requests", each reply sent (to the caller's reply port).
+        #expect(monitor.read { lines in lines.count >= 7 }, "\(monitor.lines)")
+        let records = monitor.records.dropFirst()
+        let delivered = records.filter { $0["direction"] as? String == "delivered" && $0["port"] as? String == "requests" }
+        let sent = records.filter { $0["direction"] as? String == "sent" }
+        #expect(delivered.compactMap { ($0["msgid"] as? NSNumber)?.intValue } == [7, 9, 11])
+        #expect(sent.compactMap { ($0["msgid"] as? NSNumber)?.intValue } == [8, 10, 12])
+        let first = try #require(delivered.first)
+        #expect(first["name"] as? String == daemon.name)
+        #expect(first["reply"] as? Bool == true)
+        #expect(((first["sender"] as? [String: Any])?["uid"] as? NSNumber)?.uint32Value == geteuid())
+        let component = try #require((first["components"] as? [[String: Any]])?.first)
+        #expect((component["size"] as? NSNumber)?.intValue == 2)
+        #expect(component["hex"] as? String == "6d37")  // "m7", the bytes asked for
+        monitor.stop()
+        // Detached: the daemon is back to what it had before the monitor came.
+        #expect(waitUntil { resources(daemon.pid) == before }, "\(resources(daemon.pid)) vs \(before)")
+    }
+
+    @Test("§3.46 a monitor that stops reading never blocks the daemon: what it could not take is counted and shown as dropped")
+    func slowMonitorDrops() throws {
+        let daemon = try Daemon(introspection: true)
+        defer { daemon.stop() }
+        let monitor = try MonitorChild(daemon.name)
+        defer { monitor.stop() }
+        #expect(monitor.read { $0.count >= 1 })
+        kill(monitor.pid, SIGSTOP)
+        // 20,000 messages to the worker's sink (40,000 records: sent and delivered) while the
+        // monitor reads nothing: the daemon answers all the same.
+        let (code, text) = try ctl(["call", daemon.name, "77", "--text", "20000", "--json"])
+        #expect(code == 0)
+        let reply = try #require(try json(text) as? [String: Any])
+        #expect((reply["msgid"] as? NSNumber)?.intValue == 78)
+        let (statusCode, status) = try ctl(["status", daemon.name, "--json"])
+        #expect(statusCode == 0)
+        #expect(status.contains("\"sink\""))
+        kill(monitor.pid, SIGCONT)
+        // Once it reads again, every message is accounted for: shown, or counted as dropped.
+        func accounted(_ lines: [String]) -> (shown: Int, dropped: Int) {
+            let records = lines.compactMap { try? json($0) as? [String: Any] }
+            return (records.filter { $0["direction"] != nil }.count,
+                    records.compactMap { ($0["dropped"] as? NSNumber)?.intValue }.reduce(0, +))
+        }
+        // 40,000 to the sink, the request's delivery and its reply's send.
+        #expect(monitor.read { lines in let (shown, dropped) = accounted(lines); return shown + dropped >= 40_002 },
+                "\(accounted(monitor.lines))")
+        let (shown, dropped) = accounted(monitor.lines)
+        #expect(dropped > 0)
+        #expect(shown + dropped == 40_002)
     }
 
     @Test("§3.47 runloopctl call sends a request to a published name and prints the reply's msgid and components")

@@ -94,6 +94,11 @@ final class IntrospectionConnection: @unchecked Sendable {
     private let onClose: @Sendable () -> Void
     private var source: FileDescriptorSource?
     private var closed = false
+    /// While attached as a monitor: its buffer, the source its first record signals, and drops
+    /// not yet told to the peer.
+    private var monitor: MessageMonitor?
+    private var drainSource: RunLoopSource?
+    private var untoldDrops: UInt64 = 0
 
     init(socket: SeqPacketSocket, serverThread: ThreadID, onClose: @escaping @Sendable () -> Void) {
         self.socket = socket
@@ -102,12 +107,84 @@ final class IntrospectionConnection: @unchecked Sendable {
     }
 
     func start(on loop: ThreadRunLoop) {
-        let source = FileDescriptorSource(fileDescriptor: socket.descriptor.rawValue, events: .readable) { [self] _, _ in
-            readRequest()
+        let source = FileDescriptorSource(fileDescriptor: socket.descriptor.rawValue, events: .readable) { [self] _, events in
+            readable(events)
         }
         source.label = "introspection client"
         self.source = source
         loop.add(source, forMode: .default)
+    }
+
+    private func readable(_ events: FileDescriptorSource.Events) {
+        guard monitor != nil else {
+            readRequest()
+            return
+        }
+        if events.contains(.writable) {
+            source?.events = .readable
+            drain()
+        }
+        if events.contains(.readable) {
+            // An attached monitor says nothing more: anything but end-of-stream is ignored.
+            while true {
+                guard let record = try? socket.receiveSmallRecord(capacity: IntrospectionServer.requestCapacity) else { break }
+                if record.bytes.isEmpty {
+                    close()
+                    return
+                }
+            }
+        }
+    }
+
+    /// `monitor [BYTES]`: attaches; from now on every message the process's ports send or
+    /// deliver is copied into the monitor's buffer and sent on by `drain`.
+    private func startMonitoring(bytes: Int, on loop: ThreadRunLoop) {
+        let drainSource = RunLoopSource { [self] in drain() }
+        self.drainSource = drainSource
+        loop.add(drainSource, forMode: .default)
+        let monitor = MessageMonitor(bytes: bytes) {
+            drainSource.signal()
+            loop.wakeUp()
+        }
+        self.monitor = monitor
+        send(.object([("monitoring", .int(Int(getpid()))), ("bytes", .int(bytes))]))
+        MessageMonitors.attach(monitor)
+    }
+
+    /// Sends what the monitor's buffer holds, without blocking: when the peer's socket is full,
+    /// the rest goes back to the buffer (whose bound counts the overflow as dropped) until the
+    /// socket is writable again.
+    private func drain() {
+        guard let monitor, !closed else { return }
+        let (records, dropped) = monitor.take()
+        untoldDrops &+= dropped
+        if untoldDrops > 0 {
+            guard sendOrWait(.object([("dropped", .unsigned(untoldDrops))])) else {
+                monitor.putBack(records[...])
+                return
+            }
+            untoldDrops = 0
+        }
+        for (index, record) in records.enumerated() where !sendOrWait(record.json(bytes: monitor.bytes)) {
+            if !closed { monitor.putBack(records[index...]) }
+            return
+        }
+    }
+
+    /// Sends one record; false when the socket is full (then waits for it to be writable) or the
+    /// peer is gone (then closes).
+    private func sendOrWait(_ value: JSONText) -> Bool {
+        do {
+            try socket.send(Array(value.text.utf8))
+            return true
+        } catch {
+            if error == .wouldBlock {
+                source?.events = [.readable, .writable]
+            } else {
+                close()
+            }
+            return false
+        }
     }
 
     private func readRequest() {
@@ -133,6 +210,13 @@ final class IntrospectionConnection: @unchecked Sendable {
             let report = IntrospectionStatus.report(skipping: serverThread)
             send(report)
             close()
+        case "monitor":
+            let bytes = words.count > 1 ? Int(words[1]) : 0
+            guard let bytes, (0...65536).contains(bytes) else {
+                answer(error: "monitor: BYTES must be 0–65536")
+                return
+            }
+            startMonitoring(bytes: bytes, on: ThreadRunLoop.current)
         default:
             answer(error: "unknown request \"\(words.first.map(String.init) ?? "")\"")
         }
@@ -157,6 +241,10 @@ final class IntrospectionConnection: @unchecked Sendable {
     func close() {
         guard !closed else { return }
         closed = true
+        if let monitor { MessageMonitors.detach(monitor) }
+        monitor = nil
+        drainSource?.invalidate()
+        drainSource = nil
         source?.invalidate()
         source = nil
         socket.close()
