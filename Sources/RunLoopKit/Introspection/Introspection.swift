@@ -4,9 +4,9 @@ import Glibc
 import Synchronization
 
 /// Lets `runloopctl` see inside this process: its loops, their ports and statistics
-/// (`runloopctl status`), the messages its ports send and deliver (`runloopctl monitor`) and a
-/// timeline of its callouts (`runloopctl trace`) — what busctl, dumpsys and a Perfetto trace
-/// show of a daemon, answered by the process itself since named ports have no broker.
+/// (`runloopctl status`) and the messages its ports send and deliver (`runloopctl monitor`) —
+/// what busctl and dumpsys show of a daemon, answered by the process itself since named ports
+/// have no broker. See <doc:SeeingInsideADaemon>.
 ///
 /// Off by default, and then it costs nothing: no thread, no descriptor, no name (Guarantees
 /// §3.44). On, the process listens at an endpoint of its own (the abstract AF_UNIX address
@@ -24,8 +24,8 @@ public enum Introspection {
     /// this process's endpoint address (a squatter: the abstract namespace has no permissions),
     /// `.resourceExhausted` when out of descriptors or threads.
     ///
-    /// Any thread. Costs a listening socket and a `ResidentThread` for as long as it is on; the
-    /// loops pay nothing until a monitor or a trace attaches.
+    /// Any thread. Costs a listening socket and a ``ResidentThread`` for as long as it is on; the
+    /// loops pay nothing until a monitor attaches (then a copy of each message's header).
     public static func enable() throws(PortError) {
         try server.withLock { (server: inout IntrospectionServer?) throws(PortError) in
             guard server == nil else { return }
