@@ -29,6 +29,8 @@ let package = Package(
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .library(name: "RunLoopKitSystemd", targets: ["RunLoopKitSystemd"]),
         .library(name: "RunLoopKitDistributed", targets: ["RunLoopKitDistributed"]),
+        // See inside a running daemon: list, status, monitor, call, trace (DESIGN §2h).
+        .executable(name: "runloopctl", targets: ["runloopctl"]),
         // Adapters: each needs its trait.
         .library(name: "RunLoopKitServiceLifecycle", targets: ["RunLoopKitServiceLifecycle"]),
         .library(name: "RunLoopKitMetrics", targets: ["RunLoopKitMetrics"]),
@@ -63,6 +65,9 @@ let package = Package(
         // libsystemd, found through pkg-config; Debian/Ubuntu provider: libsystemd-dev.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "RunLoopKitSystemd", dependencies: ["RunLoopKit", "CSystemd"]),
+
+        // The operator's tool: reads /proc and the processes' introspection endpoints.
+        .executableTarget(name: "runloopctl", dependencies: ["RunLoopKit"], path: "Sources/runloopctl"),
 
         // Swift distributed actors over named ports: the toolchain's Distributed module only.
         .target(name: "RunLoopKitDistributed", dependencies: ["RunLoopKit"]),
@@ -117,7 +122,8 @@ let package = Package(
 
         .testTarget(
             name: "RunLoopKitTests",
-            dependencies: ["RunLoopKit", "PackageTestSupport", "LoopHost", "ResidentThreadsExample",
+            dependencies: ["RunLoopKit", "PackageTestSupport", "LoopHost", "IntrospectionHost", "runloopctl",
+                           "ResidentThreadsExample",
                            "PortsAndMessagesExample", "CrossProcessExample", "ConcurrencyExample", "ComingFromCFExample"]
         ),
         // What several test targets share: reading the package's files, waiting on a thread of
@@ -142,6 +148,8 @@ let package = Package(
         // A program whose main thread runs ThreadRunLoop.main, for the main-dispatch-queue tests
         // (the test runner owns the test process's main thread).
         .executableTarget(name: "LoopHost", dependencies: ["RunLoopKit"], path: "Tests/LoopHost"),
+        // The daemon runloopctl inspects in the introspection tests.
+        .executableTarget(name: "IntrospectionHost", dependencies: ["RunLoopKit"], path: "Tests/IntrospectionHost"),
         // Cross-process transport test peers: a Swift program using RunLoopKit, and an
         // independent C implementation of Protocols/port-message-frame.md.
         .executableTarget(name: "PortPeer", dependencies: ["RunLoopKit"], path: "Tests/PortPeer"),

@@ -18,7 +18,12 @@ enum CurrentLoop {
     }()
 
     /// The main thread's loop; it may be created from any thread before the main thread asks for it.
-    static let mainLoop = ThreadRunLoop(owner: .main)
+    static let mainLoop: ThreadRunLoop = {
+        let loop = ThreadRunLoop(owner: .main)
+        LoopRegistry.register(loop)
+        Introspection.enableFromEnvironmentOnce()
+        return loop
+    }()
 
     static func loop() -> ThreadRunLoop {
         if let raw = pthread_getspecific(key) {
@@ -27,6 +32,10 @@ enum CurrentLoop {
         let thread = ThreadID.current
         let loop = thread.isMain ? mainLoop : ThreadRunLoop(owner: thread)
         pthread_setspecific(key, Unmanaged.passRetained(loop).toOpaque())
+        if !thread.isMain {
+            LoopRegistry.register(loop)
+            Introspection.enableFromEnvironmentOnce()
+        }
         return loop
     }
 }

@@ -343,6 +343,7 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     private func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
                       deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         if _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited) { try consumeSendOnce() }
+        if _slowPath(MessageMonitors.active.load(ordering: .relaxed)) { MessageMonitors.sent(self, msgid: msgid, payload: payload, hasReply: replyPort != nil) }
         if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         if isProxy {
             try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)

@@ -152,6 +152,17 @@ extension ThreadRunLoop {
         return result
     }
 
+    /// `callout` for one message delivered to `port`'s handler or delegate: the same hook, plus
+    /// `runloopctl monitor`'s, which costs one relaxed load while no monitor is attached
+    /// (`MessageMonitors`). Loop thread only.
+    @inline(__always)
+    func callout<Result>(_ kind: Callout.Kind, _ port: MessagePort, msgid: UInt32?,
+                         with message: borrowing MessagePort.Message,
+                         _ body: (borrowing MessagePort.Message) -> Result) -> Result {
+        if _slowPath(MessageMonitors.active.load(ordering: .relaxed)) { MessageMonitors.delivered(port, message) }
+        return callout(kind, port as (any CalloutItem)?, msgid: msgid, with: message, body)
+    }
+
     /// What a timed callout's end needs of its start.
     struct CalloutTiming {
         var started: CalloutStamp
