@@ -14,6 +14,8 @@ final class ReportThrottle: Sendable {
         var started: ContinuousClock.Instant?
         var passed = 0
         var suppressed = 0
+        /// Every report offered, passed or left out.
+        var offered = 0
     }
 
     private let state = Locked(State())
@@ -23,6 +25,7 @@ final class ReportThrottle: Sendable {
     func admit(_ report: MessagePort.TransportReport) -> MessagePort.TransportReport? {
         let now = ContinuousClock.now
         return state.withLock { state in
+            state.offered += 1
             if let started = state.started, now - started < state.interval {
                 guard state.passed < state.burst else {
                     state.suppressed += 1
@@ -39,6 +42,9 @@ final class ReportThrottle: Sendable {
             return first
         }
     }
+
+    /// Every report offered so far, passed or left out (tests). Any thread; a lock.
+    var offered: Int { state.withLock { $0.offered } }
 
     /// Changes the burst and interval (tests). Any thread; a lock.
     func configure(burst: Int, interval: Duration) {
