@@ -124,7 +124,13 @@ final class Daemon: Sendable {
         state.withLock { s in s.clients.values.map(\.exit) }.forEach { $0.invalidate() }
         state.withLock { $0.statusTimer?.invalidate() }
         let counts = ledger.snapshot
-        for id in counts.inFlight.sorted() { log("request \(id) unanswered at shutdown") }
+        if !counts.inFlight.isEmpty {
+            // One line, not one per request: a flood's worth of lines could fill the journal
+            // (or a pipe nobody reads at that moment) and hold up the exit.
+            let ids = counts.inFlight.sorted()
+            log("\(ids.count) request(s) unanswered at shutdown: \(ids.prefix(10).map(String.init).joined(separator: ", "))"
+                + (ids.count > 10 ? ", …" : ""))
+        }
         say("stopped: \(counts.answered) answered, \(counts.refusedInAll) refused, \(counts.dropped) dropped, "
             + "\(counts.inFlight.count) unanswered")
         return 0

@@ -61,7 +61,8 @@ struct ExampleDaemonDefenceTests {
 
         daemon.send(SIGTERM)
         try await socket.waitFor("STOPPING=1", within: patience)
-        #expect(await daemon.waitForExit() == .exited(0), "the drain is bounded by drain_timeout_ms")
+        let exit = await daemon.waitForExit()
+        #expect(exit == .exited(0), "the drain is bounded by drain_timeout_ms: \(exit)")
         let summary = try await daemon.waitForLine(startingWith: "stopped")
         let counts = try #require(Summary(summary), "\(summary)")
         #expect(counts.answered == 0, "\(summary)")
