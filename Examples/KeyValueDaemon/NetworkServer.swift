@@ -255,26 +255,21 @@ final class NetworkServer: @unchecked Sendable {
         if draining && openConnections == 0 { finishDrain() }
     }
 
-    /// glibc's malloc_trim(3), which its Swift module does not import (malloc.h is not in it).
-    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = dlsym(nil, "malloc_trim")   // nil: RTLD_DEFAULT
-        .map { unsafeBitCast($0, to: (@convention(c) (Int) -> Int32).self) }
-
-    /// Returns the memory a large connection freed to the system: malloc keeps freed memory in
-    /// its arenas (and, past its first large free, serves large buffers from them instead of
-    /// mmap), so one client's 30 MiB request would otherwise stay in the daemon's RSS for good.
-    /// malloc_trim(0) now, or at the end of the interval when one ran less than `trimInterval`
+    /// Returns the memory a large connection freed to the system (its large buffers went back
+    /// when freed, `Malloc.fixMmapThreshold()`; this is for the smaller ones malloc keeps in
+    /// its arenas): malloc_trim(0) now, or at the end of the interval when one ran less than `trimInterval`
     /// ago (one timer at most, none while no large connection closes).
     private func giveMemoryBack() {
         guard !stopped, trimTimer == nil else { return }
         let now = ContinuousClock.now
         guard let last = lastTrim, last.duration(to: now) < Self.trimInterval else {
-            _ = Self.mallocTrim?(0)
+            Malloc.trim()
             lastTrim = now
             return
         }
         let timer = RunLoopTimer(fireAt: last + Self.trimInterval) { [unowned self] _ in
             trimTimer = nil
-            _ = Self.mallocTrim?(0)
+            Malloc.trim()
             lastTrim = .now
         }
         timer.label = "malloc_trim"
