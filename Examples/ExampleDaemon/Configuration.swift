@@ -9,7 +9,7 @@ import Glibc
 /// (`name`, `access`, `status_interval_ms`, `drain_timeout_ms`, `log_requests`, `slow_callout_ms`,
 /// `hang_threshold_ms`, `max_rounds`; `#` comments), re-read on SIGHUP (`name`, `access` and the
 /// two health thresholds apply at start-up only: clients hold connections to the name, and the
-/// watches are set up once).
+/// watches are set up once; so does `max_rounds` for the distributed actor, made once).
 struct Configuration: Sendable, CustomStringConvertible {
     var name = Wire.defaultName                          // the service port's published name
     var access: MessagePort.Access = .sameUser           // who may send requests
