@@ -108,7 +108,9 @@ while key < count {
     } catch {
         fail("request \(key): \(error)")
     }
-    if Wire.decode(reply, msgid: Wire.refused, count: 1) != nil { fail("request \(key): refused (the daemon is stopping)") }
+    if let refusal = Wire.decode(reply, msgid: Wire.refused, count: 2) {
+        fail("request \(key): refused (\(Wire.Refusal(rawValue: refusal[1]).map(String.init(describing:)) ?? "reason \(refusal[1])"))")
+    }
     guard let words = Wire.decode(reply, msgid: Wire.reply, count: 2), words[0] == key else {
         fail("request \(key): malformed reply \(reply)")
     }

@@ -7,9 +7,9 @@ import Glibc
 
 /// The daemon's settings: defaults, overridden by an optional file of `key = value` lines
 /// (`name`, `access`, `status_interval_ms`, `drain_timeout_ms`, `log_requests`, `slow_callout_ms`,
-/// `hang_threshold_ms`; `#` comments), re-read on SIGHUP (`name`, `access` and the two health
-/// thresholds apply at start-up only: clients hold connections to the name, and the watches
-/// are set up once).
+/// `hang_threshold_ms`, `max_rounds`; `#` comments), re-read on SIGHUP (`name`, `access` and the
+/// two health thresholds apply at start-up only: clients hold connections to the name, and the
+/// watches are set up once; so does `max_rounds` for the distributed actor, made once).
 struct Configuration: Sendable, CustomStringConvertible {
     var name = Wire.defaultName                          // the service port's published name
     var access: MessagePort.Access = .sameUser           // who may send requests
@@ -18,6 +18,7 @@ struct Configuration: Sendable, CustomStringConvertible {
     var logRequests = false                             // a line on stderr per request, naming its client
     var slowCallout: Duration = .milliseconds(100)      // a callout this long is logged
     var hangThreshold: Duration = .seconds(1)           // a loop stuck this long is logged
+    var maxRounds = Wire.defaultMaxRounds               // more in one request is refused, not worked on
 
     static func load(path: String?) throws -> Configuration {
         var configuration = Configuration()
@@ -43,6 +44,7 @@ struct Configuration: Sendable, CustomStringConvertible {
             case ("log_requests", _) where value == "yes" || value == "no": configuration.logRequests = value == "yes"
             case ("slow_callout_ms", let ms?) where ms >= 0: configuration.slowCallout = .milliseconds(ms)
             case ("hang_threshold_ms", let ms?) where ms > 0: configuration.hangThreshold = .milliseconds(ms)
+            case ("max_rounds", _) where UInt64(value).map({ $0 > 0 }) == true: configuration.maxRounds = UInt64(value)!
             default: log("\(path): ignoring '\(line)'")
             }
         }
@@ -51,7 +53,7 @@ struct Configuration: Sendable, CustomStringConvertible {
 
     var description: String {
         "name \(name), access \(access), status every \(statusInterval), drain within \(drainTimeout), "
-            + "slow callouts from \(slowCallout), hangs from \(hangThreshold)"
+            + "slow callouts from \(slowCallout), hangs from \(hangThreshold), at most \(maxRounds) rounds a request"
             + (logRequests ? ", logging requests" : "")
     }
 

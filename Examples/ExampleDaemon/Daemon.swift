@@ -25,8 +25,6 @@ final class Daemon: Sendable {
     private struct State {
         var configuration: Configuration
         var nextID: UInt64 = 1
-        var inFlight: Set<UInt64> = []
-        var answered = 0, refused = 0
         var stopping = false
         var statusTimer: RunLoopTimer?
         /// The client processes that sent requests and have not exited, with what they asked.
@@ -45,6 +43,8 @@ final class Daemon: Sendable {
     private let service: MessagePort
     private let done: MessagePort
     private let workers: [Worker]
+    /// What became of each request: the summary and STATUS= read it.
+    private let ledger = Ledger()
     /// Publishes the service as a distributed actor too (`ExampleService`).
     private let actors = PortActorSystem()
     private let state: Mutex<State>
@@ -58,9 +58,12 @@ final class Daemon: Sendable {
         self.configurationPath = configurationPath
         state = Mutex(State(configuration: try Configuration.load(path: configurationPath)))
         service = try MessagePort(queueLimit: 1024)
-        done = try MessagePort(queueLimit: 1024)
+        // Never full, so a worker's report never waits: at most 2 × 512 requests are in flight
+        // (per worker, the batch its loop took and a full inbox of 256).
+        done = try MessagePort(queueLimit: 2048)
         let done = done
-        workers = try (1...2).map { n throws(PortError) in try Worker(name: "worker-\(n)", done: done) }
+        let ledger = ledger
+        workers = try (1...2).map { n throws(PortError) in try Worker(name: "worker-\(n)", done: done, ledger: ledger) }
         watchdog = WatchdogKeepAlive(watching: [loop] + workers.map(\.thread.runLoop)) { stuck in
             log("watchdog: WATCHDOG=1 withheld, no progress on \(stuck.map(\.threadName).joined(separator: ", "))")
         }
@@ -94,12 +97,15 @@ final class Daemon: Sendable {
         signals.add(to: loop, forMode: .default)
         watchdog.add(to: loop)
         let configuration = state.withLock { $0.configuration }
-        // Under socket activation systemd bound the name before this process started, and
-        // clients may already wait in its backlog; otherwise the port binds it now.
+        // Under socket activation systemd bound the names before this process started (both:
+        // a name left for the daemon to bind could be taken first by any process of its
+        // scope), and clients may already wait in a backlog; otherwise the daemon binds them.
+        let actorName = Wire.actorName(for: configuration.name)
+        let activated = ActivationSockets.take(names: [configuration.name, actorName])
         try service.publish(as: configuration.name, access: configuration.access,
-                            listeningSocket: SocketActivation.listeningSocket(named: configuration.name))
-        try actors.publish(ExampleService(actorSystem: actors), as: Wire.actorName(for: configuration.name),
-                           access: configuration.access)
+                            listeningSocket: activated[configuration.name])
+        try actors.publish(ExampleService(actorSystem: actors, maxRounds: configuration.maxRounds), as: actorName,
+                           access: configuration.access, listeningSocket: activated[actorName])
         defer { actors.shutdown() }
         let stopServing = try alsoServe?(service, configuration.name)
         defer { stopServing?() }
@@ -109,42 +115,55 @@ final class Daemon: Sendable {
 
         loop.run()   // until the drain is over
 
+        // A worker still holding requests refuses them now rather than working on them; its
+        // thread then stops after the message in hand. Only then are the counts final.
+        ledger.abandon()
+        service.invalidate()   // no request is read after the counts
         workers.forEach { $0.stop() }
-        [signals.invalidate, watchdog.invalidate, service.invalidate, done.invalidate].forEach { $0() }
+        [signals.invalidate, watchdog.invalidate, done.invalidate].forEach { $0() }
         state.withLock { s in s.clients.values.map(\.exit) }.forEach { $0.invalidate() }
-        let (answered, unanswered) = state.withLock { s in
-            s.statusTimer?.invalidate()
-            return (s.answered, s.inFlight.count)
+        state.withLock { $0.statusTimer?.invalidate() }
+        let counts = ledger.snapshot
+        if !counts.inFlight.isEmpty {
+            // One line, not one per request: a flood's worth of lines could fill the journal
+            // (or a pipe nobody reads at that moment) and hold up the exit.
+            let ids = counts.inFlight.sorted()
+            log("\(ids.count) request(s) unanswered at shutdown: \(ids.prefix(10).map(String.init).joined(separator: ", "))"
+                + (ids.count > 10 ? ", …" : ""))
         }
-        say("stopped: \(answered) answered, \(unanswered) unanswered")
+        say("stopped: \(counts.answered) answered, \(counts.refusedInAll) refused, \(counts.dropped) dropped, "
+            + "\(counts.inFlight.count) unanswered")
         return 0
     }
 
-    /// A client's request: to a worker, or refused while stopping. Never blocks the main loop:
-    /// a worker whose queue is full refuses the request.
+    /// A client's request: to a worker, or refused with its reason — the daemon is stopping,
+    /// the worker's queue is full, or `rounds` is above `max_rounds` (refused, not worked on:
+    /// one request must not tie up a worker for as long as its client likes). Never blocks the
+    /// main loop.
     private func accept(_ message: MessagePort.Message) {
         guard let request = Wire.decode(message, msgid: Wire.request, count: 2), let client = message.replyPort else {
             return log("malformed request \(message.msgid) from \(message.sender.map(String.init(describing:)) ?? "this process") dropped")
         }
         let (key, rounds) = (request[0], request[1])
-        let (assigned, logRequests) = state.withLock { s -> ((UInt64, Worker)?, Bool) in
-            guard !s.stopping else { return (nil, s.configuration.logRequests) }
+        let (admitted, refusal, logRequests) = state.withLock { s -> ((UInt64, Worker)?, Wire.Refusal?, Bool) in
+            if s.stopping { return (nil, .stopping, s.configuration.logRequests) }
+            if rounds > s.configuration.maxRounds { return (nil, .tooManyRounds, s.configuration.logRequests) }
             defer { s.nextID += 1 }
-            s.inFlight.insert(s.nextID)
-            return ((s.nextID, workers[Int(s.nextID % UInt64(workers.count))]), s.configuration.logRequests)
+            return ((s.nextID, workers[Int(s.nextID % UInt64(workers.count))]), nil, s.configuration.logRequests)
         }
         let sender = message.sender
         watch(sender)
         if logRequests {
-            log("request \(assigned?.0.description ?? "refused") (key \(key)) from \(Self.describe(sender))")
+            log("request \(admitted.map { $0.0.description } ?? "refused (\(refusal!))") (key \(key)) from \(Self.describe(sender))")
         }
-        guard let (id, worker) = assigned else { return refuse(key, client) }
+        guard let (id, worker) = admitted else { return refuse(key, client, refusal!) }
+        ledger.admit(id)
         do {
             try worker.inbox.send(msgid: Wire.request, components: [Wire.encode(id, key, rounds), .port(client)],
                                   before: .now)
         } catch {
-            state.withLock { s in _ = s.inFlight.remove(id) }
-            refuse(key, client)
+            ledger.withdraw(id)
+            refuse(key, client, .busy)
         }
     }
 
@@ -175,43 +194,50 @@ final class Daemon: Sendable {
         return "\(sender) (\(sender.process.map(String.init(describing:)) ?? "not pinned"))"
     }
 
-    private func refuse(_ key: UInt64, _ client: MessagePort) {
-        state.withLock { $0.refused += 1 }
-        try? client.send(msgid: Wire.refused, components: [Wire.encode(key)], before: .now)
+    /// Refuses a request not admitted, saying why; queued at once or dropped, as a reply.
+    private func refuse(_ key: UInt64, _ client: MessagePort, _ reason: Wire.Refusal) {
+        do {
+            try client.send(msgid: Wire.refused, components: [Wire.encode(key, reason.rawValue)], before: .now)
+            ledger.settle(nil, .refused(reason))
+        } catch {
+            ledger.settle(nil, .dropped)
+        }
     }
 
+    /// A worker settled a request: once stopping, the last one ends the drain.
     private func collect(_ message: MessagePort.Message) {
-        guard let report = Wire.decode(message, msgid: Wire.done, count: 2) else {
+        guard Wire.decode(message, msgid: Wire.done, count: 1) != nil else {
             return log("malformed report \(message.msgid) dropped")
         }
-        let drained = state.withLock { s in
-            if s.inFlight.remove(report[0]) != nil && report[1] == 1 { s.answered += 1 }
-            return s.stopping && s.inFlight.isEmpty
-        }
-        if drained { loop.stop() }
+        if state.withLock({ $0.stopping }) && ledger.inFlightCount == 0 { loop.stop() }
     }
 
     private func statusLine() -> String {
-        state.withLock { s in
-            "\(s.stopping ? "Stopping" : "Serving"): \(s.answered) answered, \(s.inFlight.count) in flight, \(s.refused) refused"
-        }
+        let stopping = state.withLock { $0.stopping }
+        let c = ledger.snapshot
+        return "\(stopping ? "Stopping" : "Serving"): \(c.answered) answered, \(c.inFlight.count) in flight, "
+            + "\(c.refusedInAll) refused, \(c.dropped) dropped"
     }
 
     /// SIGTERM: unpublish (new clients find no name), STOPPING=1, wait for the requests in
-    /// flight (reporting those still unanswered after the drain timeout), then stop the loop.
+    /// flight up to the drain timeout, then stop the loop. What the workers still hold then is
+    /// refused, and a request under way stops at its next check (`run()`), so the whole
+    /// shutdown takes the drain timeout and a few milliseconds, whatever the load: set
+    /// `TimeoutStopSec=` above `drain_timeout_ms`.
     private func beginShutdown() {
-        guard let (pending, drainTimeout) = state.withLock({ s -> (Int, Duration)? in
+        guard let drainTimeout = state.withLock({ s -> Duration? in
             guard !s.stopping else { return nil }
             s.stopping = true
-            return (s.inFlight.count, s.configuration.drainTimeout)
+            return s.configuration.drainTimeout
         }) else { return }
+        let pending = ledger.inFlightCount
         service.unpublish()
         actors.unpublish(Wire.actorName(for: state.withLock { $0.configuration.name }))
         notifier.stopping(status: "Stopping: waiting for \(pending) request(s)")
         say("stopping")
         guard pending > 0 else { return loop.stop() }
         loop.add(RunLoopTimer(fireAt: .now + drainTimeout) { [self] _ in
-            for id in state.withLock({ $0.inFlight.sorted() }) { log("request \(id) unanswered at shutdown") }
+            log("drain timeout: \(ledger.inFlightCount) request(s) still in flight are refused")
             loop.stop()
         }, forMode: .default)
     }

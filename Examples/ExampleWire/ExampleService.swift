@@ -8,13 +8,31 @@ import RunLoopKitDistributed
 public distributed actor ExampleService {
     public typealias ActorSystem = PortActorSystem
 
-    public init(actorSystem: PortActorSystem) {
+    /// The most rounds one call may ask for: a caller cannot tie up a thread of the pool for
+    /// as long as it likes.
+    let maxRounds: UInt64
+
+    public init(actorSystem: PortActorSystem, maxRounds: UInt64 = Wire.defaultMaxRounds) {
         self.actorSystem = actorSystem
+        self.maxRounds = maxRounds
     }
 
-    /// `rounds` rounds of the service's work over `key` (`Wire.work`).
-    public distributed func work(key: UInt64, rounds: UInt64) -> UInt64 {
-        Wire.work(key: key, rounds: rounds)
+    /// `rounds` rounds of the service's work over `key` (`Wire.work`); throws
+    /// `ExampleServiceError.tooManyRounds` (to the caller, typed) above the service's bound.
+    public distributed func work(key: UInt64, rounds: UInt64) throws -> UInt64 {
+        guard rounds <= maxRounds else { throw ExampleServiceError.tooManyRounds(requested: rounds, limit: maxRounds) }
+        return Wire.work(key: key, rounds: rounds)
+    }
+}
+
+/// What `ExampleService` throws to its callers (Codable, so the caller gets it as it is).
+public enum ExampleServiceError: Error, Codable, Equatable, CustomStringConvertible {
+    case tooManyRounds(requested: UInt64, limit: UInt64)
+
+    public var description: String {
+        switch self {
+        case .tooManyRounds(let requested, let limit): "\(requested) rounds asked, at most \(limit) served"
+        }
     }
 }
 
@@ -23,4 +41,7 @@ extension Wire {
     public static func actorName(for name: String) -> String {
         name + ".actor"
     }
+
+    /// `max_rounds` when none is configured: tens of milliseconds of work in a release build.
+    public static let defaultMaxRounds: UInt64 = 50_000_000
 }

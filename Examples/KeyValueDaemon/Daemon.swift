@@ -24,6 +24,7 @@ final class Daemon: @unchecked Sendable {
 
     /// Serves until a signal's drain is over; returns the exit status.
     func run() throws -> Int32 {
+        Malloc.fixMmapThreshold()   // before any thread runs
         raiseDescriptorLimit()
         // Under socket activation systemd bound the port (and clients may already wait in its
         // backlog); otherwise the daemon binds it.

@@ -39,6 +39,12 @@ final class NetworkServer: @unchecked Sendable {
     static let fullBatchBytes = 4 << 20
     /// One read's worth: what a connection that has no partial command reads into.
     static let readSize = 64 * 1024
+    /// A connection that held this much (input, output, or a command's arguments) gives its
+    /// memory back to the system when it closes (`giveMemoryBack()`).
+    static let largeConnectionBytes = 1 << 20
+    /// At most one malloc_trim(3) per interval: it walks every arena, and a burst of large
+    /// connections closing needs only one.
+    static let trimInterval: Duration = .seconds(1)
 
     let thread: ResidentThread
     private let limits: Limits
@@ -73,6 +79,11 @@ final class NetworkServer: @unchecked Sendable {
     @exclusivity(unchecked) private var onDrained: (@Sendable () -> Void)?
     /// Replies appended to connections' output, for the shutdown report.
     @exclusivity(unchecked) private(set) var repliesQueued = 0
+    @exclusivity(unchecked) private var lastTrim: ContinuousClock.Instant?
+    /// The trim put off to the end of the current interval, if one is.
+    @exclusivity(unchecked) private var trimTimer: RunLoopTimer?
+    /// Set by `stop()`: the loop runs no more timers.
+    @exclusivity(unchecked) private var stopped = false
 
     /// The batch being built for one shard, and the connections waiting for room in it.
     final class Outbox {
@@ -86,7 +97,7 @@ final class NetworkServer: @unchecked Sendable {
         self.shards = shards
         listenerDescriptor = listener.descriptor
         local = LocalCommands(settings: settings)
-        parser = RequestParser(maxBulkLength: limits.maxBulkLength)
+        parser = RequestParser(maxBulkLength: limits.maxBulkLength, maxRequestBytes: limits.maxRequestBytes)
         outboxes = shards.map { _ in Outbox() }
         readBuffer = .allocate(byteCount: Self.readSize, alignment: 16)
         spareDescriptor = Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC)
@@ -113,6 +124,8 @@ final class NetworkServer: @unchecked Sendable {
     @discardableResult
     func stop() -> Int {
         thread.stop()
+        stopped = true
+        trimTimer?.invalidate()
         let left = connections.compactMap { $0 }
         let unfinished = left.count { !$0.allAnswered || !$0.output.isEmpty }
         for connection in left { close(connection) }
@@ -230,13 +243,38 @@ final class NetworkServer: @unchecked Sendable {
         connection.source.invalidate()
         connection.source = nil
         Glibc.close(connection.descriptor)
+        let large = max(connection.input.capacity, connection.output.capacity) >= Self.largeConnectionBytes || parser.holdsMemory
         connection.held = [:]
         connection.input.removeAll(keeping: 0)
         connection.output.removeAll(keeping: 0)
+        parser.releaseMemory()
+        if large { giveMemoryBack() }
         connections[Int(connection.slot)] = nil
         freeSlots.append(connection.slot)
         openConnections -= 1
         if draining && openConnections == 0 { finishDrain() }
+    }
+
+    /// Returns the memory a large connection freed to the system (its large buffers went back
+    /// when freed, `Malloc.fixMmapThreshold()`; this is for the smaller ones malloc keeps in
+    /// its arenas): malloc_trim(0) now, or at the end of the interval when one ran less than `trimInterval`
+    /// ago (one timer at most, none while no large connection closes).
+    private func giveMemoryBack() {
+        guard !stopped, trimTimer == nil else { return }
+        let now = ContinuousClock.now
+        guard let last = lastTrim, last.duration(to: now) < Self.trimInterval else {
+            Malloc.trim()
+            lastTrim = now
+            return
+        }
+        let timer = RunLoopTimer(fireAt: last + Self.trimInterval) { [unowned self] _ in
+            trimTimer = nil
+            Malloc.trim()
+            lastTrim = .now
+        }
+        timer.label = "malloc_trim"
+        trimTimer = timer
+        thread.runLoop.add(timer, forMode: .default)
     }
 
     // MARK: - Reading
@@ -302,6 +340,12 @@ final class NetworkServer: @unchecked Sendable {
             case .protocolError(let message):
                 answerLocally(connection) { $0.appendError(message) }
                 connection.closing = true
+                return bytes.count
+            case .tooLarge:
+                // As past client-query-buffer-limit below: closed without a reply.
+                log("client \(connection.id) closed: a request larger than \(limits.maxRequestBytes) bytes "
+                    + "(with \(RequestParser.argumentOverhead) bytes an argument)")
+                close(connection)
                 return bytes.count
             }
         }

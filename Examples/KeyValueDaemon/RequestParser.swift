@@ -27,20 +27,48 @@ struct RequestParser: ~Copyable {
         case incomplete(needed: Int)
         /// A protocol error: reply with this message and close the connection.
         case protocolError(String)
+        /// The command is (or would be, once all there) larger than `maxRequestBytes`, counting
+        /// what parsing it holds besides its bytes: close the connection.
+        case tooLarge
     }
+
+    /// What the parser holds for each argument besides its bytes (the pointer in `arguments`):
+    /// charged against `maxRequestBytes`, so that a header of a hundred million 1-byte
+    /// arguments costs what it would cost to parse, not 7 bytes apiece.
+    static let argumentOverhead = MemoryLayout<UnsafeRawBufferPointer>.stride
+    /// The shortest an argument can be on the wire (`$0\r\n\r\n`).
+    static let shortestArgument = 6
+    /// Arguments' room kept between commands; more is given back (`releaseMemory()`).
+    static let keptArguments = 1024
 
     /// The largest bulk string accepted (Redis: proto-max-bulk-len, 512 MB).
     let maxBulkLength: Int
+    /// The largest command, charged as it parses: its bytes plus `argumentOverhead` per
+    /// argument (the daemon's client-query-buffer-limit).
+    let maxRequestBytes: Int
     /// The arguments of the last command parsed.
     private(set) var arguments: [UnsafeRawBufferPointer] = []
     /// The unescaped arguments of an inline command.
     private var inlineBytes = ByteBuffer()
     private var inlineEnds: [Int] = []
 
-    init(maxBulkLength: Int) {
+    init(maxBulkLength: Int, maxRequestBytes: Int) {
         self.maxBulkLength = maxBulkLength
+        self.maxRequestBytes = maxRequestBytes
         arguments.reserveCapacity(16)
     }
+
+    /// Gives back the room of a command with many arguments (a parser is shared by every
+    /// connection of its thread, and would otherwise keep the largest it ever parsed).
+    mutating func releaseMemory() {
+        guard arguments.capacity > Self.keptArguments else { return }
+        arguments = []
+        arguments.reserveCapacity(16)
+    }
+
+    /// Whether a command has held more than `keptArguments` arguments since the last
+    /// `releaseMemory()`.
+    var holdsMemory: Bool { arguments.capacity > Self.keptArguments }
 
     mutating func parse(_ input: UnsafeRawBufferPointer) -> Outcome {
         guard !input.isEmpty else { return .incomplete(needed: 1) }
@@ -63,12 +91,21 @@ struct RequestParser: ~Copyable {
         }
         var position = countEnd + 2
         guard count > 0 else { return .nothing(consumed: position) }
-        for _ in 0..<count {
+        // A command that cannot fit even with its shortest arguments is cut at its header,
+        // before anything is read or held for it.
+        let cheapest = Self.shortestArgument + Self.argumentOverhead
+        guard Int(count) <= (maxRequestBytes - position) / cheapest else { return .tooLarge }
+        for index in 0..<Int(count) {
+            // The shortest the arguments after this one can be: whatever is missing, parsing
+            // again is not worth it before they could be there (a command of many small
+            // arguments is then parsed a few times as it arrives, not once per read).
+            let rest = (Int(count) - index - 1) * Self.shortestArgument
+            guard position + arguments.count * Self.argumentOverhead <= maxRequestBytes else { return .tooLarge }
             guard let lengthEnd = Self.index(of: UInt8(ascii: "\r"), in: input, from: position) else {
                 return input.count - position > Self.lineLimit
-                    ? .protocolError("Protocol error: too big bulk count string") : .incomplete(needed: input.count + 1)
+                    ? .protocolError("Protocol error: too big bulk count string") : .incomplete(needed: input.count + 1 + rest)
             }
-            guard lengthEnd + 2 <= input.count else { return .incomplete(needed: lengthEnd + 2) }
+            guard lengthEnd + 2 <= input.count else { return .incomplete(needed: lengthEnd + 2 + rest) }
             guard input[position] == UInt8(ascii: "$") else {
                 return .protocolError("Protocol error: expected '$', got '\(Self.printable(input[position]))'")
             }
@@ -79,10 +116,11 @@ struct RequestParser: ~Copyable {
             position = lengthEnd + 2
             let bulkEnd = position + Int(length)
             // The two bytes after the bulk (\r\n) are skipped unread, as Redis does.
-            guard bulkEnd + 2 <= input.count else { return .incomplete(needed: bulkEnd + 2) }
+            guard bulkEnd + 2 <= input.count else { return .incomplete(needed: bulkEnd + 2 + rest) }
             arguments.append(UnsafeRawBufferPointer(rebasing: input[position..<bulkEnd]))
             position = bulkEnd + 2
         }
+        guard position + arguments.count * Self.argumentOverhead <= maxRequestBytes else { return .tooLarge }
         return .command(consumed: position)
     }
 

@@ -1,5 +1,8 @@
 import Distributed
 import RunLoopKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The callee's side: actors published under names, and the end of it all.
 extension PortActorSystem {
@@ -14,6 +17,18 @@ extension PortActorSystem {
     /// system, is a precondition failure. Any thread; a port, a listening socket, a lock.
     public func publish<Act>(_ actor: Act, as name: String, access: MessagePort.Access = .sameUser) throws(PortError)
         where Act: DistributedActor, Act.ActorSystem == PortActorSystem {
+        try publish(actor, as: name, access: access, listeningSocket: nil)
+    }
+
+    /// `publish(_:as:access:)` on a listening socket someone else bound — systemd socket
+    /// activation passes one (`ListenSequentialPacket=@runloopkit/<uid>/<name>`, see
+    /// RunLoopKitSystemd's `SocketActivation`), so that no other process can take the name
+    /// before this one publishes it. The system takes ownership of the descriptor (it is
+    /// closed when publishing fails). With nil, binds its own socket. Throws as
+    /// `MessagePort.publish(as:access:limits:listeningSocket:)` too. Any thread.
+    public func publish<Act>(_ actor: Act, as name: String, access: MessagePort.Access = .sameUser,
+                             listeningSocket: Int32?) throws(PortError)
+        where Act: DistributedActor, Act.ActorSystem == PortActorSystem {
         precondition(__isLocalActor(actor), """
             PortActorSystem.publish(_:as: "\(name)"): \(actor.id) is a reference to a remote actor; \
             only an actor of this process can be published
@@ -22,13 +37,19 @@ extension PortActorSystem {
             PortActorSystem.publish(_:as: "\(name)"): \(actor.id) belongs to another PortActorSystem; \
             publish it with the system it was made with
             """)
-        let port = try MessagePort()
+        let port: MessagePort
+        do {
+            port = try MessagePort()
+        } catch {
+            if let listeningSocket { close(listeningSocket) }
+            throw error
+        }
         let publication = Publication(name: name, actor: actor, port: port,
                                       pinnedTo: LoopExecutor.runLoop(of: actor.unownedExecutor), system: self)
         port.setHandler { [weak publication] message in publication?.received(message) }
         publication.home.add(port, forMode: .common)
         do {
-            try port.publish(as: name, access: access)
+            try port.publish(as: name, access: access, listeningSocket: listeningSocket)
         } catch {
             port.invalidate()
             throw error

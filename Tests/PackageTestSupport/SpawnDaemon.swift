@@ -11,6 +11,15 @@ import Glibc
 /// execs the daemon, keeping its pid).
 package func spawnDaemon(_ path: String, _ arguments: [String], environment: [String: String],
                          listeningSocket: Int32?, activationName: String) throws -> (pid: pid_t, output: Int32) {
+    try spawnDaemon(path, arguments, environment: environment,
+                    listeningSockets: listeningSocket.map { [(descriptor: $0, name: activationName)] } ?? [])
+}
+
+/// `spawnDaemon(_:_:environment:listeningSocket:activationName:)` with any number of passed
+/// sockets, as a `.socket` unit with several `Listen…=` lines passes them: at descriptors 3, 4, …
+/// in order, LISTEN_FDS their count, LISTEN_FDNAMES their names joined by ":".
+package func spawnDaemon(_ path: String, _ arguments: [String], environment: [String: String],
+                         listeningSockets: [(descriptor: Int32, name: String)]) throws -> (pid: pid_t, output: Int32) {
     let pair = try closeOnExecSocketPair()
     defer { close(pair[1]) }
 
@@ -21,9 +30,9 @@ package func spawnDaemon(_ path: String, _ arguments: [String], environment: [St
     env.merge(environment) { _, new in new }
     var program = path
     var argv = [path] + arguments
-    if listeningSocket != nil {
-        env["LISTEN_FDS"] = "1"
-        env["LISTEN_FDNAMES"] = activationName
+    if !listeningSockets.isEmpty {
+        env["LISTEN_FDS"] = "\(listeningSockets.count)"
+        env["LISTEN_FDNAMES"] = listeningSockets.map(\.name).joined(separator: ":")
         program = "/bin/sh"
         argv = ["/bin/sh", "-c", "LISTEN_PID=$$ exec \"$0\" \"$@\"", path] + arguments
     }
@@ -35,15 +44,16 @@ package func spawnDaemon(_ path: String, _ arguments: [String], environment: [St
     // died, `swift test` would wait for that output to end for ever).
     posix_spawn_file_actions_adddup2(&actions, pair[1], STDOUT_FILENO)
     posix_spawn_file_actions_adddup2(&actions, pair[1], STDERR_FILENO)
-    // Through a spare number, so that dup2 never maps a descriptor onto itself (which would
-    // leave it close-on-exec).
-    let spare = listeningSocket.map { fcntl($0, F_DUPFD_CLOEXEC, 10) } ?? -1
-    defer { if spare >= 0 { close(spare) } }
-    if spare >= 0 { posix_spawn_file_actions_adddup2(&actions, spare, 3) }
+    // Through spare numbers, so that dup2 never maps a descriptor onto itself (which would
+    // leave it close-on-exec), nor onto a number a later socket is still to be read from.
+    let spares = listeningSockets.map { fcntl($0.descriptor, F_DUPFD_CLOEXEC, 10) }
+    defer { spares.filter { $0 >= 0 }.forEach { close($0) } }
+    guard !spares.contains(where: { $0 < 0 }) else { throw TestFailure("fcntl F_DUPFD_CLOEXEC: errno \(errno)") }
+    for (index, spare) in spares.enumerated() { posix_spawn_file_actions_adddup2(&actions, spare, 3 + Int32(index)) }
     // Nothing else of the test process's: a descriptor another test running in parallel holds
     // without close-on-exec would otherwise live on in the child (and keep, say, its peer from
     // seeing end of file). Glibc's closefrom action is not exported to Swift.
-    let firstClosed: Int32 = spare >= 0 ? 4 : 3
+    let firstClosed: Int32 = 3 + Int32(spares.count)
     for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
         if let fd = Int32(name), fd >= firstClosed { posix_spawn_file_actions_addclose(&actions, fd) }
     }

@@ -54,7 +54,7 @@ struct ExampleDaemonTests {
         let exit = await daemon.waitForExit()
         #expect(exit == .exited(0), "daemon \(exit); stdout: \(daemon.output.withLock { $0 })")
         let summary = try await daemon.waitForLine(startingWith: "stopped")
-        #expect(summary.hasPrefix("stopped: 1000 answered, 0 unanswered"), "every request answered: \(summary)")
+        #expect(summary == "stopped: 1000 answered, 0 refused, 0 dropped, 0 unanswered", "every request answered: \(summary)")
         let stoppingIndex = socket.received.withLock { $0.firstIndex(of: "STOPPING=1") }
         let readyIndex = socket.received.withLock { $0.firstIndex(of: "READY=1") }
         #expect(readyIndex != nil && stoppingIndex != nil && readyIndex! < stoppingIndex!)

@@ -36,6 +36,13 @@ final class DaemonProcess: Sendable {
                                           listeningSocket: listeningSocket, activationName: activationName)
     }
 
+    /// Socket-activated with several sockets, at descriptors 3, 4, … with their names.
+    init(executable: String = "example-daemon", environment: [String: String], arguments: [String] = [],
+         listeningSockets: [(descriptor: Int32, name: String)]) throws {
+        (pid, stdoutFD) = try spawnDaemon(try builtExecutable(executable), arguments, environment: environment,
+                                          listeningSockets: listeningSockets)
+    }
+
     deinit {
         // A test that failed half-way must not leave a daemon behind.
         let running = exited.withLock { done in

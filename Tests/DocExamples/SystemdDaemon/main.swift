@@ -16,8 +16,10 @@ let worker = ResidentThread(name: "greeter")
 let service = try MessagePort()
 service.setHandler { request in                           // on the "greeter" thread
     let who = String(decoding: request.data ?? Data(), as: UTF8.self)
+    // Queued at once or dropped, never waited for: a client that does not read its replies
+    // must not hold up the thread that serves everyone else (its request times out).
     try? request.replyPort?.send(msgid: request.msgid, components: [.data(Data("hello, \(who)".utf8))],
-                                 timeout: .seconds(1))
+                                 before: .now)
 }
 worker.runLoop.add(service, forMode: .default)
 
