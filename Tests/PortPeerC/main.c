@@ -35,7 +35,7 @@
  *   PortPeerC named-vectors <directory>
  *       Checks the address and handshake vectors of named-ports.md section 8.
  *   PortPeerC sealed <sendRightFD> <bytes>
- *       Section 3.3: writes <bytes> bytes (byte i = i * 7 + i / 4096, mod 256) into a memfd,
+ *       Section 3.5: writes <bytes> bytes (byte i = i * 7 + i / 4096, mod 256) into a memfd,
  *       seals it, and sends msgid 3900 with [DATA "sealed from C", MEMORY] and a reply port;
  *       waits (10 s) for msgid 3901 on the reply port, checks it (sections 5 and 5.4), maps its
  *       first MEMORY component and exits 0 only if it holds the same bytes.
@@ -114,7 +114,7 @@ static void put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)((v >> (8 * i)) & 0xFFu);
 }
 
-/* A MEMORY entry's length (section 3.3): 56 bits, the three bytes after the kind the high ones. */
+/* A MEMORY entry's length (section 3.2): 56 bits, the three bytes after the kind the high ones. */
 static uint64_t memory_length(const uint8_t *entry) {
     return (uint64_t)get_u32(entry + 4) | ((uint64_t)entry[1] << 32) | ((uint64_t)entry[2] << 40) | ((uint64_t)entry[3] << 48);
 }
@@ -525,7 +525,7 @@ static int mode_request(int send_right, const char *expected) {
     return ok ? 0 : 1;
 }
 
-/* ---- Mode: sealed (section 3.3) ----------------------------------------------------------- */
+/* ---- Mode: sealed (section 3.5) ----------------------------------------------------------- */
 
 static uint8_t pattern_byte(uint64_t i) { return (uint8_t)(i * 7 + i / 4096); }
 

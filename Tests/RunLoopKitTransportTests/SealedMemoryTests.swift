@@ -1,5 +1,5 @@
 // §3.39–3.42: Data of any size across processes, as sealed memory (Protocols/port-message-frame.md
-// §3.3, §5.4): passed, not copied; checked by the receiver; immutable once delivered.
+// §3.5, §5.3–5.4): passed, not copied; checked by the receiver; immutable once delivered.
 
 import Glibc
 import FoundationEssentials

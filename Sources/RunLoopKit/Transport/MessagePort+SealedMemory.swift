@@ -4,7 +4,7 @@ import Glibc
 import FoundationEssentials
 import Synchronization
 
-/// Data of any size across processes (Protocols/port-message-frame.md §3.3): a `.data`
+/// Data of any size across processes (Protocols/port-message-frame.md §3.5): a `.data`
 /// component larger than `inlineDataLimit` travels as a MEMORY component, a sealed memfd whose
 /// descriptor goes with the frame, and arrives as a Data over a read-only mapping of it.
 extension MessagePort {
