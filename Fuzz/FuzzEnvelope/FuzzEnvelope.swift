@@ -62,7 +62,7 @@ enum ReferenceEnvelope {
         func text(_ range: Range<Int>) -> String { String(decoding: b[range], as: UTF8.self) }
         let n = b.count
         guard n >= 16 else { return .failure(.truncated) }
-        guard n <= 65_512 else { return .failure(.tooLarge) }
+        guard n <= 0xFFFF_FFFF else { return .failure(.tooLarge) }
         guard b[0] == 0x52, b[1] == 0x4C, b[2] == 0x4B, b[3] == 0x44 else { return .failure(.badMagic) }
         guard b[4] == 1 else { return .failure(.unsupportedVersion) }
         guard (1...6).contains(b[5]) else { return .failure(.unknownKind) }

@@ -27,7 +27,8 @@ enum FrameDecoderTarget {
             guard frame.msgid == wanted.msgid, frame.components == wanted.components, frame.hasReplyPort == wanted.reply else {
                 fuzzFailure("decoded \(frame), §5.2 reads \(wanted)")
             }
-            guard frame.components.count(where: { $0 == .port }) + (frame.hasReplyPort ? 1 : 0) == input.descriptorCount else {
+            guard frame.components.count(where: { if case .data = $0 { false } else { true } }) + (frame.hasReplyPort ? 1 : 0)
+                    == input.descriptorCount else {
                 fuzzFailure("accepted a frame naming other than its \(input.descriptorCount) descriptors")
             }
             let encoded: [UInt8]
@@ -62,25 +63,34 @@ enum ReferenceDecoder {
         guard count <= 64 else { return .failure(.tooManyComponents) }
         let bodyLength = u32(12)
         guard n >= 16 + 8 * count, n - (16 + 8 * count) == bodyLength else { return .failure(.lengthMismatch) }
+        // A MEMORY entry's length: 56 bits, the three bytes after the kind the high ones.
+        func memoryLength(_ at: Int) -> Int { u32(at + 4) | (Int(bytes[at + 1]) | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) << 16) << 32 }
         var sum: UInt64 = 0
-        var ports = 0
+        var descriptors = 0
         for entry in 0..<count {
             let at = 16 + 8 * entry
-            guard bytes[at] == 1 || bytes[at] == 2 else { return .failure(.badComponentKind) }
+            guard bytes[at] >= 1 && bytes[at] <= 3 else { return .failure(.badComponentKind) }
+            if bytes[at] == 3 {
+                guard memoryLength(at) != 0 else { return .failure(.memoryLength) }
+                descriptors += 1
+                continue
+            }
             guard bytes[at + 1] == 0, bytes[at + 2] == 0, bytes[at + 3] == 0 else { return .failure(.reservedBytes) }
             guard bytes[at] == 1 || u32(at + 4) == 0 else { return .failure(.portLength) }
-            if bytes[at] == 2 { ports += 1 }
+            if bytes[at] == 2 { descriptors += 1 }
             sum += UInt64(u32(at + 4))
         }
         guard sum == UInt64(bodyLength) else { return .failure(.lengthMismatch) }
         let reply = bytes[5] & 1 == 1
-        guard descriptorCount == ports + (reply ? 1 : 0) else { return .failure(.descriptorCountMismatch) }
+        guard descriptorCount == descriptors + (reply ? 1 : 0) else { return .failure(.descriptorCountMismatch) }
         var components: [PortFrame.Component] = []
         var data = 16 + 8 * count
         for entry in 0..<count {
             let at = 16 + 8 * entry
             if bytes[at] == 2 {
                 components.append(.port)
+            } else if bytes[at] == 3 {
+                components.append(.memory(memoryLength(at)))
             } else {
                 components.append(.data(Array(bytes[data..<data + u32(at + 4)])))
                 data += u32(at + 4)

@@ -30,8 +30,12 @@ class V:
         self.raw(struct.pack("<I", body), f"body length {body}")
         return self
     def entry(self, kind, length, reserved=b"\0\0\0"):
-        name = {1: "DATA", 2: "PORT"}.get(kind, f"kind {kind}")
+        name = {1: "DATA", 2: "PORT", 3: "MEMORY"}.get(kind, f"kind {kind}")
         return self.raw(bytes([kind]) + reserved + struct.pack("<I", length), f"entry: {name}, length {length}")
+    def memory(self, length):
+        """A MEMORY entry: bits 32-55 of the length in the three bytes after the kind."""
+        return self.raw(bytes([3]) + struct.pack("<Q", length)[4:7] + struct.pack("<I", length & 0xFFFFFFFF),
+                        f"entry: MEMORY, length {length}")
     def write(self, descriptors, expect, msgid=None, reply=None, components=()):
         text = [f"# {line}" for line in self.comment.split("\n")]
         text.append(f"# {self.size} bytes")
@@ -47,7 +51,7 @@ class V:
             f.write("\n".join(text) + "\n")
 
 def msg(name, comment, msgid, comps, reply=False, extra_desc=0):
-    """A valid frame from a component list: ('data', bytes) / ('rep', byte, n) / ('port',)."""
+    """A valid frame from a component list: ('data', bytes) / ('rep', byte, n) / ('port',) / ('mem', n)."""
     body = 0
     for c in comps:
         body += len(c[1]) if c[0] == "data" else (c[2] if c[0] == "rep" else 0)
@@ -55,15 +59,17 @@ def msg(name, comment, msgid, comps, reply=False, extra_desc=0):
     for c in comps:
         if c[0] == "data": v.entry(1, len(c[1]))
         elif c[0] == "rep": v.entry(1, c[2])
+        elif c[0] == "mem": v.memory(c[1])
         else: v.entry(2, 0)
     for c in comps:
         if c[0] == "data" and c[1]: v.raw(c[1], f"DATA, {len(c[1])} bytes")
         elif c[0] == "rep": v.rep(c[1], c[2], f"DATA: {c[2]} bytes of {c[1]:02X}")
-    ports = sum(1 for c in comps if c[0] == "port")
+    ports = sum(1 for c in comps if c[0] in ("port", "mem"))
     desc = []
     for c in comps:
         if c[0] == "data": desc.append(f"data {c[1].hex().upper()}".rstrip())
         elif c[0] == "rep": desc.append(f"data-repeat {c[1]:02X} {c[2]}")
+        elif c[0] == "mem": desc.append(f"memory {c[1]}")
         else: desc.append("port")
     return v, ports + (1 if reply else 0), desc
 
@@ -100,6 +106,14 @@ def main():
        [("rep", 0xAB, 65512)])
     ok("ok-near-limit-mixed", "PORT, 40000 bytes, DATA \"x\", 25486 bytes, reply port: 16 + 32 + 65487 = 65535 bytes.", 65535,
        [("port",), ("rep", 0x00, 40000), ("data", b"x"), ("rep", 0xFF, 25486)], reply=True)
+    ok("ok-memory", "One MEMORY component of 1 MiB: no body, one descriptor (a sealed memfd of at least 1 MiB).", 8,
+       [("mem", 1 << 20)])
+    ok("ok-memory-mixed", "DATA \"head\", MEMORY 100000, PORT, MEMORY 40000, reply port: descriptors [memfd, port, memfd, reply].", 21,
+       [("data", b"head"), ("mem", 100000), ("port",), ("mem", 40000)], reply=True)
+    ok("ok-memory-high-length", "MEMORY of 2^32 + 5 bytes: 05 00 00 00 in the length, 01 00 00 in the three bytes after the kind.", 22,
+       [("mem", (1 << 32) + 5)])
+    ok("ok-memory-max-length", "MEMORY of 2^56 - 1 bytes, the most an entry states (a receiver's limit refuses it, not the decoder).", 23,
+       [("mem", (1 << 56) - 1)])
 
     # ---- invalid: one per reason decode can produce ----
     V("err-truncated-header-empty", "No bytes at all.").write(0, "error truncatedHeader")
@@ -116,7 +130,11 @@ def main():
     v.write(0, "error tooManyComponents")
     V("err-too-many-components-ffff", "Component count 0xFFFF in a bare header.").header(count=0xFFFF).write(0, "error tooManyComponents")
     V("err-bad-component-kind-0", "A component of kind 0.").header(count=1).entry(0, 0).write(0, "error badComponentKind")
-    V("err-bad-component-kind-3", "A component of kind 3 after a valid DATA one.").header(count=2, body=2).entry(1, 2).entry(3, 0).raw(b"hi").write(0, "error badComponentKind")
+    V("err-bad-component-kind-4", "A component of kind 4 after a valid DATA one.").header(count=2, body=2).entry(1, 2).entry(4, 0).raw(b"hi").write(0, "error badComponentKind")
+    V("err-memory-length", "A MEMORY entry of length 0.").header(count=1).memory(0).write(1, "error memoryLength")
+    V("err-memory-length-in-body", "A MEMORY entry of length 5 counted in the body length, with 5 body bytes: MEMORY bytes are never in the frame.").header(count=1, body=5).memory(5).raw(b"abcde").write(1, "error lengthMismatch")
+    V("err-descriptors-missing-memory", "One MEMORY component, no descriptor received.").header(count=1).memory(70000).write(0, "error descriptorCountMismatch")
+    V("err-descriptors-memory-and-port-one-short", "MEMORY and PORT, one descriptor received.").header(count=2).memory(70000).entry(2, 0).write(1, "error descriptorCountMismatch")
     V("err-reserved-bytes", "A DATA entry whose second reserved byte is 01.").header(count=1, body=1).entry(1, 1, reserved=b"\0\x01\0").raw(b"z").write(0, "error reservedBytes")
     V("err-reserved-bytes-port", "A PORT entry whose third reserved byte is 80.").header(count=1).entry(2, 0, reserved=b"\0\0\x80").write(1, "error reservedBytes")
     V("err-port-length", "A PORT entry with length 5 (body length 5 and 5 body bytes, so the totals agree).").header(count=1, body=5).entry(2, 5).raw(b"abcde").write(1, "error portLength")
@@ -146,6 +164,7 @@ def main():
     V("order-kind-before-reserved", "One entry with kind 4 and reserved bytes FF FF FF: F8a before F8b.").header(count=1).entry(4, 0, reserved=b"\xff\xff\xff").write(0, "error badComponentKind")
     V("order-reserved-before-port-length", "A PORT entry with reserved bytes and length 3: F8b before F8c.").header(count=1, body=3).entry(2, 3, reserved=b"\0\x02\0").raw(b"abc").write(1, "error reservedBytes")
     V("order-port-length-before-sum", "A PORT entry with length 3, body length 0: F8c before F9.").header(count=1).entry(2, 3).write(1, "error portLength")
+    V("order-memory-length-before-sum", "A MEMORY entry of length 0, then entry lengths that disagree with the body: F8d before F9.").header(count=2, body=3).memory(0).entry(1, 1).raw(b"abc").write(1, "error memoryLength")
     V("order-sum-before-descriptors", "Entry lengths 1 + 1 != body length 3, and a PORT without descriptor: F9 before F10.").header(count=3, body=3).entry(1, 1).entry(1, 1).entry(2, 0).raw(b"abc").write(0, "error lengthMismatch")
     print("wrote", len([f for f in os.listdir(OUT) if f.endswith('.vector')]), "vectors to", os.path.normpath(OUT))
     named()

@@ -6,7 +6,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -238,6 +240,23 @@ int crlk_pidfd_open(pid_t pid) {
 
 int crlk_pidfd_send_signal(int pidfd, int signal) {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
+}
+
+int crlk_memfd_create_sealable(const char *name) {
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+    if (fd < 0 && errno == EINVAL) fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    return fd;
+}
+
+int crlk_memfd_add_seals(int fd, int seals) {
+    return fcntl(fd, F_ADD_SEALS, seals);
+}
+
+int crlk_memfd_get_seals(int fd) {
+    return fcntl(fd, F_GET_SEALS);
 }
 
 int crlk_accept_nonblocking(int fd) {

@@ -7,7 +7,8 @@ extension MessagePort {
     public struct Message: Sendable, CustomStringConvertible {
         /// One component of a message.
         public enum Component: Sendable {
-            /// Bytes; across processes, copied into the frame.
+            /// Bytes; across processes, inside the frame up to `MessagePort.inlineDataLimit`, as
+            /// sealed memory above it (see ``SealedMemory``).
             case data(Data)
             /// A port; across processes, its send right travels as a descriptor (SCM_RIGHTS).
             case port(MessagePort)

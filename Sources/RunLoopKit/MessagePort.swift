@@ -56,6 +56,8 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// passing a port costs no socketpair per message.
         @exclusivity(unchecked) var sharedSendRight: SeqPacketSocket?
         @exclusivity(unchecked) var transportErrorHandler: (@Sendable (TransportReport) -> Void)?
+        /// `maximumIncomingDataSize` (Transport/MessagePort+SealedMemory.swift), read without the lock.
+        let incomingData = IncomingDataLimit()
         /// `acceptsPortComponents` is false (MessagePort+PortComponents.swift).
         @exclusivity(unchecked) var refusesPortComponents = false
         /// A proxy's eventfd that wakes senders blocked on a full socket when the proxy is

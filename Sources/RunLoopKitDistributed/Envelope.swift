@@ -44,9 +44,11 @@ package enum Envelope: Equatable, Sendable {
     static let headerSize = 16
     /// The fixed part of a CALL: the header, T, G and A.
     static let callFixedSize = 20
-    /// The largest envelope: one DATA component filling the largest frame
-    /// (port-message-frame.md: 65,536 bytes less the 16-byte header and one 8-byte table entry).
-    package static let maximumSize = 65_512
+    /// The largest envelope: what the u32 argument lengths can describe. An envelope is one Data
+    /// component of its message, which crosses processes in the frame or, above
+    /// `MessagePort.inlineDataLimit`, as sealed memory; the receiving port's
+    /// `maximumIncomingDataSize` (1 GiB by default) bounds it before this does.
+    package static let maximumSize = Int(UInt32.max)
     static let maximumNameLength = 1_024
     static let maximumSubstitutions = 16
     static let maximumArguments = 64

@@ -75,7 +75,8 @@ package struct EnvelopeWriter {
         let lengthAt = data.count
         append(UInt32(0))
         try write(&data)
-        let length = UInt32(data.count - lengthAt - 4)
+        // Clamped: an argument past the u32 range makes the envelope too large for `finished()`.
+        let length = UInt32(clamping: data.count - lengthAt - 4)
         data.withUnsafeMutableBytes { $0.storeBytes(of: length.littleEndian, toByteOffset: lengthAt, as: UInt32.self) }
         argumentCount += 1
     }
@@ -105,7 +106,7 @@ package struct EnvelopeWriter {
         }
     }
 
-    /// The envelope; throws `.messageTooLarge` when it exceeds what one frame carries.
+    /// The envelope; throws `.messageTooLarge` beyond `Envelope.maximumSize`.
     package func finished() throws(PortError) -> Data {
         guard data.count <= Envelope.maximumSize else { throw .messageTooLarge(limit: Envelope.maximumSize) }
         return data

@@ -231,6 +231,7 @@ func runMode() -> Never {
     case "rlimit": resourceLimits()
     case "rlimit-thread": residentThreadWithoutDescriptors()
     case "sink": sink()
+    case "sealed-echo": sealedEcho()
     case "soak": soak()
     case "soak-stream", "soak-stream-name": soakStream()
     default:

@@ -34,6 +34,11 @@
  *       "spawned <pid>" or "spawn failed: <errno name>", and waits for the child to exit.
  *   PortPeerC named-vectors <directory>
  *       Checks the address and handshake vectors of named-ports.md section 8.
+ *   PortPeerC sealed <sendRightFD> <bytes>
+ *       Section 3.5: writes <bytes> bytes (byte i = i * 7 + i / 4096, mod 256) into a memfd,
+ *       seals it, and sends msgid 3900 with [DATA "sealed from C", MEMORY] and a reply port;
+ *       waits (10 s) for msgid 3901 on the reply port, checks it (sections 5 and 5.4), maps its
+ *       first MEMORY component and exits 0 only if it holds the same bytes.
  *
  * Output: one line per event on stdout ("received msgid=... data=..."), errors on stderr.
  * Exit status 0 on success, 1 on any mismatch or error.
@@ -53,7 +58,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,15 +76,17 @@
 #define RLK_FLAG_REPLY_PORT 0x01u
 #define RLK_KIND_DATA 1u
 #define RLK_KIND_PORT 2u
+#define RLK_KIND_MEMORY 3u
 #define WAIT_MS 10000
 
 static const uint8_t rlk_magic[4] = {0x52, 0x4C, 0x4B, 0x4D};
 
 struct rlk_component {
-    unsigned kind;        /* RLK_KIND_DATA or RLK_KIND_PORT */
-    const uint8_t *bytes; /* DATA: points into the frame buffer (or caller's storage) */
-    uint32_t length;      /* DATA: byte count; PORT: 0 */
-    int fd;               /* PORT: the descriptor (-1 for decode-only use) */
+    unsigned kind;        /* RLK_KIND_DATA, RLK_KIND_PORT or RLK_KIND_MEMORY */
+    const uint8_t *bytes; /* DATA: points into the frame buffer (or caller's storage);
+                             MEMORY: the read-only mapping once received (else NULL) */
+    uint64_t length;      /* DATA, MEMORY: byte count; PORT: 0 */
+    int fd;               /* PORT, MEMORY: the descriptor (-1 for decode-only use) */
 };
 
 struct rlk_message {
@@ -105,6 +114,11 @@ static void put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)((v >> (8 * i)) & 0xFFu);
 }
 
+/* A MEMORY entry's length (section 3.2): 56 bits, the three bytes after the kind the high ones. */
+static uint64_t memory_length(const uint8_t *entry) {
+    return (uint64_t)get_u32(entry + 4) | ((uint64_t)entry[1] << 32) | ((uint64_t)entry[2] << 40) | ((uint64_t)entry[3] << 48);
+}
+
 /* ---- Decoder: section 5.2, checks F1..F10 in order ------------------------------------ */
 
 /* Returns NULL when the frame is valid (and fills *out, DATA pointing into `frame`), else the
@@ -127,7 +141,12 @@ static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descripto
     for (unsigned i = 0; i < count; i++) {                                  /* F8 */
         const uint8_t *entry = frame + RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * i;
         unsigned kind = entry[0];
-        if (kind != RLK_KIND_DATA && kind != RLK_KIND_PORT) return "badComponentKind";
+        if (kind != RLK_KIND_DATA && kind != RLK_KIND_PORT && kind != RLK_KIND_MEMORY) return "badComponentKind";
+        if (kind == RLK_KIND_MEMORY) {                                      /* F8d */
+            if (memory_length(entry) == 0) return "memoryLength";
+            ports++;
+            continue;
+        }
         if (entry[1] != 0 || entry[2] != 0 || entry[3] != 0) return "reservedBytes";
         uint32_t length = get_u32(entry + 4);
         if (kind == RLK_KIND_PORT && length != 0) return "portLength";
@@ -136,7 +155,7 @@ static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descripto
     }
     if (sum != (uint64_t)body) return "lengthMismatch";                     /* F9 */
     int reply = (flags & RLK_FLAG_REPLY_PORT) != 0;
-    if (descriptors != ports + (reply ? 1u : 0u)) return "descriptorCountMismatch"; /* F10 */
+    if (descriptors != ports + (reply ? 1u : 0u)) return "descriptorCountMismatch"; /* F10: ports and memory */
 
     if (out != NULL) {
         out->msgid = msgid;
@@ -148,9 +167,14 @@ static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descripto
             const uint8_t *entry = frame + RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * i;
             struct rlk_component *c = &out->components[i];
             c->kind = entry[0];
+            c->fd = -1;
+            if (c->kind == RLK_KIND_MEMORY) {
+                c->length = memory_length(entry);
+                c->bytes = NULL;
+                continue;
+            }
             c->length = get_u32(entry + 4);
             c->bytes = frame + offset;
-            c->fd = -1;
             offset += c->length;
         }
     }
@@ -180,10 +204,13 @@ static size_t rlk_encode(const struct rlk_message *m, uint8_t *out) {
         const struct rlk_component *c = &m->components[i];
         uint8_t *entry = out + RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * i;
         entry[0] = (uint8_t)c->kind;
-        entry[1] = entry[2] = entry[3] = 0;
-        put_u32(entry + 4, c->kind == RLK_KIND_DATA ? c->length : 0);
+        uint64_t length = c->kind == RLK_KIND_PORT ? 0 : c->length;
+        entry[1] = c->kind == RLK_KIND_MEMORY ? (uint8_t)(length >> 32) : 0;
+        entry[2] = c->kind == RLK_KIND_MEMORY ? (uint8_t)(length >> 40) : 0;
+        entry[3] = c->kind == RLK_KIND_MEMORY ? (uint8_t)(length >> 48) : 0;
+        put_u32(entry + 4, (uint32_t)length);
         if (c->kind == RLK_KIND_DATA && c->length > 0) {
-            memcpy(out + offset, c->bytes, c->length);
+            memcpy(out + offset, c->bytes, (size_t)c->length);
             offset += c->length;
         }
     }
@@ -220,7 +247,7 @@ static int rlk_send(int fd, const struct rlk_message *m, int timeout_ms) {
     int fds[RLK_MAX_DESCRIPTORS];
     unsigned nfds = 0;
     for (unsigned i = 0; i < m->count; i++) {
-        if (m->components[i].kind == RLK_KIND_PORT) fds[nfds++] = m->components[i].fd;
+        if (m->components[i].kind != RLK_KIND_DATA) fds[nfds++] = m->components[i].fd;
     }
     if (m->has_reply) fds[nfds++] = m->reply_fd;
 
@@ -279,6 +306,20 @@ static void close_all(int *fds, unsigned n) {
         if (fds[i] >= 0) close(fds[i]);
         fds[i] = -1;
     }
+}
+
+/* Section 5.4 M1-M3 for a MEMORY component's descriptor: a memfd (a regular file whose seals
+ * can be read), sealed against writing, shrinking and growing (a mask: other seals may be set,
+ * and F_SEAL_FUTURE_WRITE does not count), at least `length` bytes. NULL when it passes. */
+static const char *check_memory(int fd, uint64_t length) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return "descriptorNotMemory";   /* M1 */
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0) return "descriptorNotMemory";                                        /* M1 */
+    int needed = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+    if ((seals & needed) != needed) return "memoryNotSealed";                           /* M2 */
+    if ((uint64_t)st.st_size < length) return "memoryTooSmall";                         /* M3 */
+    return NULL;
 }
 
 /* Waits up to `timeout_ms` for one record on `fd` and validates it (sections 5 and 6).
@@ -358,9 +399,13 @@ static int rlk_receive(int fd, uint8_t *buffer, struct rlk_message *m, int timeo
         reason = "unexpectedControlMessage";                   /* K3 */
     } else {
         reason = rlk_decode(buffer, (size_t)n, nfds, m);       /* F1..F10 */
-        for (unsigned i = 0; reason == NULL && i < nfds; i++) { /* D1 */
-            if (!is_send_right(fds[i])) reason = "descriptorNotAPort";
+        /* Section 5.4, descriptor by descriptor in table order, the reply port last. */
+        unsigned next = 0;
+        for (unsigned i = 0; reason == NULL && i < m->count; i++) {
+            if (m->components[i].kind == RLK_KIND_PORT && !is_send_right(fds[next++])) reason = "descriptorNotAPort"; /* D1 */
+            if (m->components[i].kind == RLK_KIND_MEMORY) reason = check_memory(fds[next++], m->components[i].length);
         }
+        if (reason == NULL && m->has_reply && !is_send_right(fds[next])) reason = "descriptorNotAPort";
     }
     if (reason != NULL) {
         close_all(fds, nfds);
@@ -369,7 +414,19 @@ static int rlk_receive(int fd, uint8_t *buffer, struct rlk_message *m, int timeo
     }
     unsigned next = 0;
     for (unsigned i = 0; i < m->count; i++) {
-        if (m->components[i].kind == RLK_KIND_PORT) m->components[i].fd = fds[next++];
+        struct rlk_component *c = &m->components[i];
+        if (c->kind == RLK_KIND_DATA) continue;
+        c->fd = fds[next++];
+        if (c->kind == RLK_KIND_MEMORY) {
+            /* MAP_PRIVATE, PROT_READ: the seals guarantee it can neither change nor shrink. */
+            void *mapped = mmap(NULL, (size_t)c->length, PROT_READ, MAP_PRIVATE, c->fd, 0);
+            if (mapped == MAP_FAILED) {
+                perror("PortPeerC: mmap");
+                c->bytes = NULL;
+            } else {
+                c->bytes = mapped;
+            }
+        }
     }
     if (m->has_reply) m->reply_fd = fds[next++];
     return 0;
@@ -377,9 +434,14 @@ static int rlk_receive(int fd, uint8_t *buffer, struct rlk_message *m, int timeo
 
 static void release_ports(struct rlk_message *m) {
     for (unsigned i = 0; i < m->count; i++) {
-        if (m->components[i].kind == RLK_KIND_PORT && m->components[i].fd >= 0) {
-            close(m->components[i].fd);
-            m->components[i].fd = -1;
+        struct rlk_component *c = &m->components[i];
+        if (c->kind == RLK_KIND_MEMORY && c->bytes != NULL) {
+            munmap((void *)c->bytes, (size_t)c->length);
+            c->bytes = NULL;
+        }
+        if (c->kind != RLK_KIND_DATA && c->fd >= 0) {
+            close(c->fd);
+            c->fd = -1;
         }
     }
     if (m->has_reply && m->reply_fd >= 0) {
@@ -394,6 +456,8 @@ static void print_message(const char *what, const struct rlk_message *m) {
         const struct rlk_component *c = &m->components[i];
         if (c->kind == RLK_KIND_DATA) {
             printf(" data=\"%.*s\"", (int)c->length, (const char *)c->bytes);
+        } else if (c->kind == RLK_KIND_MEMORY) {
+            printf(" memory=%llu", (unsigned long long)c->length);
         } else {
             printf(" port");
         }
@@ -455,6 +519,65 @@ static int mode_request(int send_right, const char *expected) {
     print_message("received", &answer);
     int ok = answer.msgid == 1001 && answer.count >= 1 && data_equals(&answer.components[0], expected);
     if (!ok) fprintf(stderr, "PortPeerC: reply is not msgid 1001 with DATA \"%s\"\n", expected);
+    release_ports(&answer);
+    close(reply[0]);
+    close(send_right);
+    return ok ? 0 : 1;
+}
+
+/* ---- Mode: sealed (section 3.5) ----------------------------------------------------------- */
+
+static uint8_t pattern_byte(uint64_t i) { return (uint8_t)(i * 7 + i / 4096); }
+
+static int mode_sealed(int send_right, uint64_t size) {
+    static uint8_t buffer[RLK_MAX_FRAME];
+    if (!is_send_right(send_right) || size == 0) {
+        fprintf(stderr, "PortPeerC: fd %d is not a send right, or no size\n", send_right);
+        return 1;
+    }
+    int memory = memfd_create("portpeerc", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (memory < 0 || ftruncate(memory, (off_t)size) != 0) {
+        perror("PortPeerC: memfd");
+        return 1;
+    }
+    uint8_t *writable = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, memory, 0);
+    if (writable == MAP_FAILED) {
+        perror("PortPeerC: mmap");
+        return 1;
+    }
+    for (uint64_t i = 0; i < size; i++) writable[i] = pattern_byte(i);
+    /* F_SEAL_WRITE is refused while a writable shared mapping exists. */
+    munmap(writable, (size_t)size);
+    if (fcntl(memory, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        perror("PortPeerC: F_ADD_SEALS");
+        return 1;
+    }
+    int reply[2];
+    if (make_port(reply) != 0) return 1;
+    static const char text[] = "sealed from C";
+    struct rlk_message request;
+    memset(&request, 0, sizeof request);
+    request.msgid = 3900;
+    request.count = 2;
+    request.components[0] = (struct rlk_component){RLK_KIND_DATA, (const uint8_t *)text, strlen(text), -1};
+    request.components[1] = (struct rlk_component){RLK_KIND_MEMORY, NULL, size, memory};
+    request.has_reply = 1;
+    request.reply_fd = reply[1];
+    if (rlk_send(send_right, &request, WAIT_MS) != 0) return 1;
+    close(reply[1]);
+    close(memory); /* the receiver has its own copy now */
+    printf("sent msgid=3900 memory=%llu\n", (unsigned long long)size);
+    fflush(stdout);
+
+    struct rlk_message answer;
+    memset(&answer, 0, sizeof answer);
+    if (rlk_receive(reply[0], buffer, &answer, WAIT_MS) != 0) return 1;
+    print_message("received", &answer);
+    int ok = answer.msgid == 3901 && answer.count >= 1 && answer.components[0].kind == RLK_KIND_MEMORY
+        && answer.components[0].length == size && answer.components[0].bytes != NULL;
+    for (uint64_t i = 0; ok && i < size; i++) ok = answer.components[0].bytes[i] == pattern_byte(i);
+    if (!ok) fprintf(stderr, "PortPeerC: reply is not msgid 3901 with MEMORY holding the %llu bytes sent\n", (unsigned long long)size);
+    else printf("memory intact\n");
     release_ports(&answer);
     close(reply[0]);
     close(send_right);
@@ -623,6 +746,10 @@ static int parse_vector(const char *path, struct vector *v) {
                 c->kind = RLK_KIND_PORT;
                 c->length = 0;
                 c->bytes = NULL;
+            } else if (strncmp(arg, "memory ", 7) == 0) {
+                c->kind = RLK_KIND_MEMORY;
+                c->length = strtoull(arg + 7, NULL, 10);
+                c->bytes = NULL;
             } else if (strncmp(arg, "data-repeat", 11) == 0) {
                 unsigned byte;
                 unsigned long count;
@@ -688,7 +815,7 @@ static int check_vector(const char *path) {
     for (unsigned i = 0; i < m.count; i++) {
         const struct rlk_component *a = &m.components[i], *b = &v.components[i];
         if (a->kind != b->kind || a->length != b->length ||
-            (a->kind == RLK_KIND_DATA && a->length > 0 && memcmp(a->bytes, b->bytes, a->length) != 0)) {
+            (a->kind == RLK_KIND_DATA && a->length > 0 && memcmp(a->bytes, b->bytes, (size_t)a->length) != 0)) {
             fprintf(stderr, "%s: component %u differs\n", path, i);
             return -1;
         }
@@ -1122,6 +1249,10 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "forge") == 0) return mode_forge(argv[2], atoi(argv[3]));
     if (argc >= 4 && strcmp(argv[1], "spawn-with-pid") == 0) return mode_spawn_with_pid(atoi(argv[2]), argv + 3);
     if (argc == 3 && strcmp(argv[1], "named-vectors") == 0) return mode_named_vectors(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "sealed") == 0) {
+        int fd = parse_fd(argv[2]);
+        return fd < 0 ? 1 : mode_sealed(fd, strtoull(argv[3], NULL, 10));
+    }
     fprintf(stderr,
             "usage: PortPeerC request <sendRightFD> <expectedReplyText>\n"
             "       PortPeerC serve <receiveFD>\n"
@@ -1130,6 +1261,7 @@ int main(int argc, char **argv) {
             "       PortPeerC lie <name> [<pid>]\n"
             "       PortPeerC forge <name> <pid>\n"
             "       PortPeerC spawn-with-pid <pid> <path> [<args>...]\n"
-            "       PortPeerC named-vectors <directory>\n");
+            "       PortPeerC named-vectors <directory>\n"
+            "       PortPeerC sealed <sendRightFD> <bytes>\n");
     return 2;
 }

@@ -50,7 +50,7 @@ struct EnvelopeVectorTests {
 
     @Test("the vectors are there")
     func present() {
-        #expect(Self.vectors.count == 56)
+        #expect(Self.vectors.count == 55)
         #expect(Self.vectors.allSatisfy { !$0.expect.isEmpty })
     }
 

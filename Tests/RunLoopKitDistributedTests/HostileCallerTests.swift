@@ -94,9 +94,10 @@ struct HostileCallerTests {
         longTarget[17] = 0x04
         var tooManyArguments = valid
         tooManyArguments[19] = 65
-        // As large as a frame carries, with an argument that claims more than that.
+        // Larger than a frame carries (so it arrives as sealed memory), with an argument that
+        // claims more than that.
         let largest = Array(valid[0..<20]) + [0xFF, 0xFF, 0xFF, 0xFF]
-            + [UInt8](repeating: UInt8(ascii: "1"), count: Envelope.maximumSize - 24)
+            + [UInt8](repeating: UInt8(ascii: "1"), count: 100_000)
         return [
             ("garbage", Array("not an envelope at all".utf8)),
             ("empty", []),
@@ -107,7 +108,7 @@ struct HostileCallerTests {
             ("trailing bytes", valid + [0]),
             ("a target length of 1,025 bytes", longTarget),
             ("65 arguments", tooManyArguments),
-            ("the largest frame, with an argument longer than it", largest),
+            ("an envelope in sealed memory, with an argument longer than it", largest),
             ("a HELLO on the session", Array((try? Envelope.hello(callID: 3).encoded()) ?? Data())),
             ("a RETURN on the session", Array((try? Envelope.returned(callID: 3, value: Array("1".utf8)).encoded()) ?? Data())),
         ]
@@ -186,15 +187,18 @@ struct HostileCallerTests {
         #expect(peer.output.contains("dropped a message without a reply port on \(prefix).store"))
     }
 
-    @Test("a call too large for one frame throws .messageTooLarge at the caller")
-    func oversizedCallThrows() async throws {
-        let prefix = uniquePrefix("oversized")
+    @Test("§3.43 a 16 MiB argument and a 16 MiB result round-trip between processes")
+    func largeArgumentAndResult() async throws {
+        let prefix = uniquePrefix("large")
         let peer = try await PeerProcess.serving(prefix)
         let system = PortActorSystem()
         defer { system.shutdown() }
         let store = try Store.resolve(id: .named(prefix + ".store"), using: system)
-        let error = await thrownError { try await store.put("k", String(repeating: "x", count: 70_000)) }
-        #expect(error as? PortError == .messageTooLarge(limit: Envelope.maximumSize))
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        let large = String(decoding: (0..<(16 << 20)).map { alphabet[$0 % 37 % alphabet.count] }, as: UTF8.self)
+        #expect(try await store.echo(large) == large)
+        try await store.put("k", large)
+        #expect(try await store.get("k") == large)
         #expect(try await store.twice(5) == 10)
         withExtendedLifetime(peer) {}
     }

@@ -82,6 +82,9 @@ struct FrameVector: CustomStringConvertible, Sendable {
                 case "port" where words.count == 1: components.append(.port)
                 case "data": components.append(.data(try Self.hexBytes(argument.drop { $0.isWhitespace }.dropFirst(4))))
                 case "data-repeat": components.append(.data(try Self.repeated(Array(words.dropFirst()))))
+                case "memory" where words.count == 2:
+                    guard let length = Int(words[1]) else { throw ParseError(description: "\(name):\(number + 1): memory length") }
+                    components.append(.memory(length))
                 default: throw ParseError(description: "\(name):\(number + 1): bad component")
                 }
             default:
@@ -143,7 +146,8 @@ struct VectorTests {
         #expect(valid.count >= 12, "at least a dozen valid vectors")
         // One invalid vector per reason that decode can produce; the kernel-level reasons are
         // covered by MalformedFrameTests instead.
-        let kernelLevel: Set<FrameError> = [.truncated, .descriptorsTruncated, .descriptorNotAPort, .unexpectedControlMessage]
+        let kernelLevel: Set<FrameError> = [.truncated, .descriptorsTruncated, .descriptorNotAPort, .unexpectedControlMessage,
+                                            .descriptorNotMemory, .memoryNotSealed, .memoryTooSmall]
         let covered = Set(vectors.compactMap { if case .error(let reason) = $0.expectation { reason } else { nil } })
         for reason in FrameError.allCases where !kernelLevel.contains(reason) {
             #expect(covered.contains(reason), "no vector for \(reason)")

@@ -128,6 +128,25 @@ int crlk_pidfd_send_signal(int pidfd, int signal);
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC (glibc declares accept4 only under _GNU_SOURCE).
 int crlk_accept_nonblocking(int fd);
 
+/// The memfd seals (linux/fcntl.h, a stable ABI; Glibc's Swift module does not export them).
+enum {
+    CRLK_SEAL_SEAL = 0x0001,
+    CRLK_SEAL_SHRINK = 0x0002,
+    CRLK_SEAL_GROW = 0x0004,
+    CRLK_SEAL_WRITE = 0x0008,
+    CRLK_SEAL_FUTURE_WRITE = 0x0010,
+};
+
+/// memfd_create(2) with MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL, retried without
+/// MFD_NOEXEC_SEAL when the kernel does not know it (EINVAL before Linux 6.3). Returns the
+/// descriptor, or -1 with errno.
+int crlk_memfd_create_sealable(const char *name);
+/// fcntl(F_ADD_SEALS); 0, or -1 with errno (EPERM once F_SEAL_SEAL is set, EBUSY for
+/// F_SEAL_WRITE while a writable shared mapping exists).
+int crlk_memfd_add_seals(int fd, int seals);
+/// fcntl(F_GET_SEALS): the seals, or -1 with errno (EINVAL: not a memfd or shmem file).
+int crlk_memfd_get_seals(int fd);
+
 /// Accessors for `struct epoll_event`, which is packed on x86_64 and awkward to touch from Swift.
 static inline uint32_t crlk_epoll_event_events(const struct epoll_event *e) { return e->events; }
 static inline uint64_t crlk_epoll_event_data(const struct epoll_event *e) { return e->data.u64; }

@@ -11,7 +11,7 @@ public enum FrameError: String, Error, Equatable, Sendable, CaseIterable {
     case reservedFlags
     /// More components than the protocol allows.
     case tooManyComponents
-    /// A component kind other than DATA (1) or PORT (2).
+    /// A component kind other than DATA (1), PORT (2) or MEMORY (3).
     case badComponentKind
     /// A reserved byte of a component entry is not zero.
     case reservedBytes
@@ -33,4 +33,14 @@ public enum FrameError: String, Error, Equatable, Sendable, CaseIterable {
     case descriptorNotAPort
     /// Ancillary data other than one SCM_RIGHTS array.
     case unexpectedControlMessage
+    /// A MEMORY component declares length 0.
+    case memoryLength
+    /// A MEMORY component's descriptor is not a memfd (a pipe, a regular file, a socket…).
+    case descriptorNotMemory
+    /// A MEMORY component's memfd lacks `F_SEAL_WRITE`, `F_SEAL_SHRINK` or `F_SEAL_GROW`, so its
+    /// sender could still change or truncate it under the receiver (`F_SEAL_FUTURE_WRITE`
+    /// does not count: it leaves a writable mapping made before it).
+    case memoryNotSealed
+    /// A MEMORY component's memfd is smaller than the length the frame declares.
+    case memoryTooSmall
 }

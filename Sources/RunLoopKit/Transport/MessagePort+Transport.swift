@@ -125,21 +125,20 @@ extension MessagePort {
         guard let remote, isValid else { throw .invalidPort }
         // The usual message, one DATA component and no port, takes one pass over one
         // component and gathers no descriptors.
-        if replyPort == nil, case .data(let data) = payload {
+        if replyPort == nil, case .data(let data) = payload, data.count <= Self.inlineDataLimit {
             let size = try FrameWriter.size(ofSingleData: data.count)
             try transmit(frameOf: size, descriptors: [], through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
                 FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
             }
             return
         }
-        let components = payload.components
-        let size = try FrameWriter.size(of: components)
-        // One descriptor per PORT component in table order, then the reply port (spec §3).
-        var descriptors: [Int32] = []
-        for case .port(let port) in components { descriptors.append(try port.transferableDescriptor()) }
-        if let replyPort { descriptors.append(try replyPort.transferableDescriptor()) }
-        try transmit(frameOf: size, descriptors: descriptors, through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
-            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: components, into: buffer)
+        // One descriptor per PORT and MEMORY component in table order, then the reply port (spec §3).
+        var outgoing = try OutgoingFrame(payload.components)
+        defer { outgoing.closeMadeMemory() }
+        if let replyPort { outgoing.descriptors.append(try replyPort.transferableDescriptor()) }
+        let size = try FrameWriter.size(of: outgoing.components)
+        try transmit(frameOf: size, descriptors: outgoing.descriptors, through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
+            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: outgoing.components, into: buffer)
         }
     }
 
@@ -361,7 +360,7 @@ extension MessagePort {
         } catch {
             for descriptor in record.descriptors { descriptor.close() }
             drop(connection, of: connections,
-                 reporting: TransportReport(error: .malformedFrame(error), sender: sender, connector: connection.named?.connector))
+                 reporting: TransportReport(error: error, sender: sender, connector: connection.named?.connector))
             return 0
         }
         // The sender moves into the message: copied, it cost a retain and a release of its pin.
@@ -416,28 +415,33 @@ extension MessagePort {
     }
 
     /// Decodes and validates one received record into a message whose port components are
-    /// proxies. On failure nothing has taken ownership of the record's descriptors.
-    private func decode(_ record: ReceiveBatch.Record) throws(FrameError) -> (msgid: UInt32, payload: Message.Payload,
-                                                                           replyPort: MessagePort?) {
-        if record.truncated { throw .truncated }
-        if record.descriptorsTruncated { throw .descriptorsTruncated }
-        if record.unexpectedControl { throw .unexpectedControlMessage }
-        let reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
+    /// proxies and whose MEMORY components are Data over read-only mappings, in the order of
+    /// checks of the spec (§5): `.malformedFrame`, then `.messageTooLarge` past
+    /// `maximumIncomingDataSize`, then the descriptors (`.malformedFrame`), then
+    /// `.resourceExhausted` when memory cannot be mapped. On failure nothing has taken ownership
+    /// of the record's descriptors.
+    private func decode(_ record: ReceiveBatch.Record) throws(PortError) -> (msgid: UInt32, payload: Message.Payload,
+                                                                          replyPort: MessagePort?) {
+        if record.truncated { throw .malformedFrame(.truncated) }
+        if record.descriptorsTruncated { throw .malformedFrame(.descriptorsTruncated) }
+        if record.unexpectedControl { throw .malformedFrame(.unexpectedControlMessage) }
+        let reader: FrameReader
+        do { reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count) } catch {
+            throw .malformedFrame(error)
+        }
+        try checkIncomingDataSize(reader.dataTotal)
         guard !record.descriptors.isEmpty else {
-            // Validated: no descriptors means no port components and no reply port.
-            return (reader.msgid, reader.payload { nil }, nil)
+            // Validated: no descriptors means no port or memory components and no reply port.
+            return (reader.msgid, reader.payload(nextPort: { nil }, nextMemory: { nil }), nil)
         }
-        var sockets: [SeqPacketSocket] = []
-        for descriptor in record.descriptors {
-            guard let socket = try? SeqPacketSocket(adopting: descriptor) else { throw .descriptorNotAPort }
-            sockets.append(socket)
-        }
-        var proxies = sockets.map { socket in
+        let attachments = try IncomingAttachments(record.descriptors, of: reader)
+        var proxies = attachments.sockets.map { socket in
             let proxy = MessagePort(proxyFor: socket)
             proxy.markIfReturningHere(socket)
             return proxy
         }.makeIterator()
-        let payload = reader.payload { proxies.next() }
+        var memory = attachments.memory.makeIterator()
+        let payload = reader.payload(nextPort: { proxies.next() }, nextMemory: { memory.next() })
         return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil)
     }
 

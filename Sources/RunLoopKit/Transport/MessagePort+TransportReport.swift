@@ -8,7 +8,8 @@ extension MessagePort {
     /// claims to be this process while `connector` is the process that really connected.
     public struct TransportReport: Sendable, CustomStringConvertible {
         /// What was refused or went wrong: `.malformedFrame`, `.handshakeFailed`, `.accessDenied`,
-        /// `.forgedCredentials`, `.portsRefused`, `.tooManyConnections`, `.resourceExhausted`.
+        /// `.forgedCredentials`, `.portsRefused`, `.tooManyConnections`, `.resourceExhausted`,
+        /// `.messageTooLarge` (a message past `maximumIncomingDataSize`).
         /// Any thread; free.
         public var error: PortError
         /// The process that sent the refused frame or handshake record, as the kernel reported it

@@ -12,8 +12,12 @@ import FoundationEssentials
 ///     6   2  component count N (0…64)
 ///     8   4  msgid
 ///     12  4  body length L (bytes of DATA after the table)
-///     16  8N component table: kind u8 (1 DATA, 2 PORT), 3 reserved zero bytes, length u32
+///     16  8N component table: kind u8 (1 DATA, 2 PORT, 3 MEMORY), 3 bytes, length u32
 ///     16+8N L  the DATA bytes, in table order
+///
+/// An entry's three bytes after the kind are reserved (zero) for DATA and PORT; for MEMORY
+/// they are bits 32–55 of its length. A MEMORY component's bytes are not in the frame: they are
+/// a sealed memfd, whose descriptor travels with the PORT components' in table order.
 ///
 /// `PortFrame` is the frame as a value (the test vectors' view); the transport writes and
 /// reads frames in place through `FrameWriter` and `FrameReader`, which this type uses too.
@@ -22,6 +26,8 @@ package struct PortFrame: Equatable, Sendable {
     package enum Component: Equatable, Sendable {
         case data([UInt8])
         case port
+        /// Sealed memory of this many bytes, whose descriptor travels with the frame.
+        case memory(Int)
     }
 
     package var msgid: UInt32
@@ -38,12 +44,12 @@ package struct PortFrame: Equatable, Sendable {
     /// The largest frame, header and table included. Kept well under the default AF_UNIX
     /// socket buffer (net.core.wmem_default, 208 KiB) so one frame always fits.
     static let maximumFrameSize = 65_536
-    /// Port components plus the reply port.
+    /// Port and memory components plus the reply port.
     static let maximumDescriptors = maximumComponents + 1
 
     /// The number of SCM_RIGHTS descriptors the frame carries.
     var descriptorCount: Int {
-        components.count { $0 == .port } + (hasReplyPort ? 1 : 0)
+        components.count { $0.frameDataLength == nil } + (hasReplyPort ? 1 : 0)
     }
 
     /// The frame's bytes. Throws `.messageTooLarge` beyond `maximumFrameSize` or
@@ -71,8 +77,12 @@ package struct PortFrame: Equatable, Sendable {
         do {
             let reader = try FrameReader(validating: bytes, descriptorCount: descriptorCount)
             var components: [Component] = []
-            reader.forEachComponent { data in
-                components.append(data.map { .data([UInt8]($0)) } ?? .port)
+            reader.forEachComponent { entry in
+                switch entry {
+                case .data(let bytes): components.append(.data([UInt8](bytes)))
+                case .port: components.append(.port)
+                case .memory(let length): components.append(.memory(length))
+                }
             }
             return .success(PortFrame(msgid: reader.msgid, components: components, hasReplyPort: reader.hasReplyPort))
         } catch {
@@ -81,17 +91,27 @@ package struct PortFrame: Equatable, Sendable {
     }
 }
 
-/// Something that can be a frame component: DATA with a length and bytes, or a PORT.
+/// Something that can be a frame component: DATA with a length and bytes, a PORT, or MEMORY.
 protocol FrameComponent {
-    /// The DATA length, or nil for a PORT.
+    /// The DATA length, or nil for a PORT or MEMORY.
     var frameDataLength: Int? { get }
+    /// The MEMORY length, or nil for DATA or a PORT.
+    var frameMemoryLength: Int? { get }
     /// Copies the DATA bytes (exactly `frameDataLength` of them) into `destination`.
     func copyFrameData(into destination: UnsafeMutableRawBufferPointer)
+}
+
+extension FrameComponent {
+    var frameMemoryLength: Int? { nil }
 }
 
 extension PortFrame.Component: FrameComponent {
     var frameDataLength: Int? {
         if case .data(let bytes) = self { bytes.count } else { nil }
+    }
+
+    var frameMemoryLength: Int? {
+        if case .memory(let length) = self { length } else { nil }
     }
 
     func copyFrameData(into destination: UnsafeMutableRawBufferPointer) {
@@ -127,7 +147,11 @@ enum FrameWriter {
         var data = tableEnd
         for component in components {
             let length = component.frameDataLength
-            writeEntry(isData: length != nil, length: length ?? 0, at: entry, into: buffer)
+            if let memory = component.frameMemoryLength {
+                writeEntry(kind: 3, length: memory, at: entry, into: buffer)
+            } else {
+                writeEntry(kind: length != nil ? 1 : 2, length: length ?? 0, at: entry, into: buffer)
+            }
             if let length {
                 component.copyFrameData(into: UnsafeMutableRawBufferPointer(rebasing: buffer[data..<data + length]))
                 data += length
@@ -140,7 +164,7 @@ enum FrameWriter {
     /// `buffer`, which holds exactly `size(ofSingleData: data.count)` bytes.
     static func write(msgid: UInt32, singleData data: Data, into buffer: UnsafeMutableRawBufferPointer) {
         let tableEnd = writeHeader(msgid: msgid, hasReplyPort: false, componentCount: 1, into: buffer)
-        writeEntry(isData: true, length: data.count, at: PortFrame.headerSize, into: buffer)
+        writeEntry(kind: 1, length: data.count, at: PortFrame.headerSize, into: buffer)
         data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[tableEnd...]).copyMemory(from: $0) }
     }
 
@@ -157,13 +181,14 @@ enum FrameWriter {
         return tableEnd
     }
 
-    /// Writes one component table entry: kind, three reserved zero bytes, length.
-    private static func writeEntry(isData: Bool, length: Int, at entry: Int, into buffer: UnsafeMutableRawBufferPointer) {
-        buffer[entry] = isData ? 1 : 2
-        buffer[entry + 1] = 0
-        buffer[entry + 2] = 0
-        buffer[entry + 3] = 0
-        buffer.storeLittleEndian(UInt32(length), at: entry + 4)
+    /// Writes one component table entry: kind, then the length's bits 32–55 (zero but for
+    /// MEMORY), then its low 32 bits.
+    private static func writeEntry(kind: UInt8, length: Int, at entry: Int, into buffer: UnsafeMutableRawBufferPointer) {
+        buffer[entry] = kind
+        buffer[entry + 1] = UInt8(truncatingIfNeeded: length >> 32)
+        buffer[entry + 2] = UInt8(truncatingIfNeeded: length >> 40)
+        buffer[entry + 3] = UInt8(truncatingIfNeeded: length >> 48)
+        buffer.storeLittleEndian(UInt32(truncatingIfNeeded: length), at: entry + 4)
     }
 }
 
@@ -173,6 +198,10 @@ struct FrameReader {
     let msgid: UInt32
     let hasReplyPort: Bool
     let componentCount: Int
+    /// The bytes of DATA the frame brings, inline and in MEMORY components together.
+    let dataTotal: Int
+    /// Whether a MEMORY component is among the components.
+    let hasMemory: Bool
 
     init(validating bytes: UnsafeRawBufferPointer, descriptorCount: Int) throws(FrameError) {
         guard bytes.count <= PortFrame.maximumFrameSize else { throw .frameTooLarge }
@@ -187,59 +216,88 @@ struct FrameReader {
         let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * count
         guard bytes.count >= tableEnd, bytes.count - tableEnd == bodyLength else { throw .lengthMismatch }
 
-        var dataTotal = 0
-        var ports = 0
+        var inlineTotal = 0
+        var memoryTotal = 0
+        var descriptorsDeclared = 0
         for index in 0..<count {
             let entry = PortFrame.headerSize + PortFrame.componentEntrySize * index
             let kind = bytes[entry]
-            guard kind == 1 || kind == 2 else { throw .badComponentKind }
-            guard bytes[entry + 1] == 0, bytes[entry + 2] == 0, bytes[entry + 3] == 0 else { throw .reservedBytes }
+            guard kind >= 1 && kind <= 3 else { throw .badComponentKind }
             let length = Int(bytes.loadLittleEndian(UInt32.self, at: entry + 4))
+            if kind == 3 {
+                let high = Int(bytes[entry + 1]) | Int(bytes[entry + 2]) << 8 | Int(bytes[entry + 3]) << 16
+                let memory = high << 32 | length
+                guard memory > 0 else { throw .memoryLength }
+                // 64 components of at most 2^56 - 1 bytes: no overflow.
+                memoryTotal += memory
+                descriptorsDeclared += 1
+                continue
+            }
+            guard bytes[entry + 1] == 0, bytes[entry + 2] == 0, bytes[entry + 3] == 0 else { throw .reservedBytes }
             if kind == 2 {
                 guard length == 0 else { throw .portLength }
-                ports += 1
+                descriptorsDeclared += 1
             }
-            dataTotal += length
+            inlineTotal += length
         }
-        guard dataTotal == bodyLength else { throw .lengthMismatch }
+        guard inlineTotal == bodyLength else { throw .lengthMismatch }
 
         let hasReplyPort = flags & PortFrame.replyPortFlag != 0
-        guard descriptorCount == ports + (hasReplyPort ? 1 : 0) else { throw .descriptorCountMismatch }
+        guard descriptorCount == descriptorsDeclared + (hasReplyPort ? 1 : 0) else { throw .descriptorCountMismatch }
         self.bytes = bytes
         self.msgid = bytes.loadLittleEndian(UInt32.self, at: 8)
         self.hasReplyPort = hasReplyPort
         componentCount = count
+        dataTotal = inlineTotal + memoryTotal
+        hasMemory = memoryTotal > 0
     }
 
-    /// The components in order, DATA copied into `Data` and each PORT taken from `nextPort`
-    /// (the frame was validated: it has a descriptor for each).
-    func payload(nextPort: () -> MessagePort?) -> MessagePort.Message.Payload {
+    /// The components in order, DATA copied into `Data`, each PORT taken from `nextPort` and
+    /// each MEMORY from `nextMemory` (the frame was validated: it has a descriptor for each).
+    func payload(nextPort: () -> MessagePort?, nextMemory: () -> Data?) -> MessagePort.Message.Payload {
         // The usual message, one DATA component, as a message keeps it: no array.
         if componentCount == 1 && bytes[PortFrame.headerSize] == 1 {
             let start = PortFrame.headerSize + PortFrame.componentEntrySize
             return .data(Data(bytes: bytes.baseAddress! + start, count: bytes.count - start))
         }
+        if componentCount == 1 && bytes[PortFrame.headerSize] == 3 { return .data(nextMemory()!) }
         var components: [MessagePort.Message.Component] = []
         components.reserveCapacity(componentCount)
-        forEachComponent { data in
-            components.append(data.map { .data($0.isEmpty ? Data() : Data(bytes: $0.baseAddress!, count: $0.count)) }
-                              ?? .port(nextPort()!))
+        forEachComponent { entry in
+            switch entry {
+            case .data(let bytes): components.append(.data(bytes.isEmpty ? Data() : Data(bytes: bytes.baseAddress!, count: bytes.count)))
+            case .port: components.append(.port(nextPort()!))
+            case .memory: components.append(.data(nextMemory()!))
+            }
         }
         return .components(components)
     }
 
-    /// Calls `body` for each component in order: its DATA bytes, or nil for a PORT.
-    func forEachComponent(_ body: (UnsafeRawBufferPointer?) -> Void) {
+    /// One component of a validated frame.
+    enum Entry {
+        /// DATA, with its bytes in the frame.
+        case data(UnsafeRawBufferPointer)
+        case port
+        /// MEMORY of this many bytes.
+        case memory(Int)
+    }
+
+    /// Calls `body` for each component in order.
+    func forEachComponent(_ body: (Entry) -> Void) {
         var data = PortFrame.headerSize + PortFrame.componentEntrySize * componentCount
         for index in 0..<componentCount {
             let entry = PortFrame.headerSize + PortFrame.componentEntrySize * index
-            guard bytes[entry] == 1 else {
-                body(nil)
-                continue
-            }
             let length = Int(bytes.loadLittleEndian(UInt32.self, at: entry + 4))
-            body(UnsafeRawBufferPointer(rebasing: bytes[data..<data + length]))
-            data += length
+            switch bytes[entry] {
+            case 1:
+                body(.data(UnsafeRawBufferPointer(rebasing: bytes[data..<data + length])))
+                data += length
+            case 2:
+                body(.port)
+            default:
+                let high = Int(bytes[entry + 1]) | Int(bytes[entry + 2]) << 8 | Int(bytes[entry + 3]) << 16
+                body(.memory(high << 32 | length))
+            }
         }
     }
 }
