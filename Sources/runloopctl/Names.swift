@@ -28,7 +28,7 @@ enum Names {
 
     /// The listening SOCK_SEQPACKET abstract sockets of this network namespace: inode → address.
     static func listeningSockets() throws -> [(inode: UInt64, address: String)] {
-        guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else {
+        guard let table = readWhole("/proc/net/unix") else {
             throw Failure("cannot read /proc/net/unix")
         }
         var sockets: [(UInt64, String)] = []
@@ -88,8 +88,32 @@ enum Names {
 
     /// The publisher of `name`, looked up as `MessagePort.connect(to:)` would: this uid's scope,
     /// then the system scope.
+    /// A /proc table in as few reads as it takes, with a large buffer: the kernel builds each read
+    /// afresh from its socket lists, so a table read in many small pieces while sockets come and
+    /// go can miss an entry.
+    static func readWhole(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 22)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     static func publisher(of name: String) throws -> Int32 {
-        let found = try published(scopes: callerScopes).filter { $0.name == name }
+        // A table read while many sockets come and go can still miss the entry: look twice more.
+        var found = try published(scopes: callerScopes).filter { $0.name == name }
+        for _ in 0..<2 where found.isEmpty {
+            usleep(20_000)
+            found = try published(scopes: callerScopes).filter { $0.name == name }
+        }
         let ordered = found.sorted { a, _ in a.scope == geteuid() }
         guard let pid = ordered.first?.pid else {
             throw Failure(found.isEmpty ? "no port is published as '\(name)'" : "cannot see the process publishing '\(name)'")
