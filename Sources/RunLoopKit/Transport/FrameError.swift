@@ -32,4 +32,7 @@ public enum FrameError: String, Error, Equatable, Sendable, CaseIterable {
     case descriptorNotAPort
     /// Ancillary data other than one SCM_RIGHTS array.
     case unexpectedControlMessage
+    /// The METADATA section (a sender's trace context) is malformed: a field count outside
+    /// 1…16, a key or value too long or not UTF-8, or bytes left over after the last field.
+    case badMetadata
 }

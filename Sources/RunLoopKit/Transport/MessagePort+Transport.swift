@@ -114,17 +114,18 @@ extension MessagePort {
     /// Writes one frame, built in place; waits in poll(2) while the peer's buffer is full.
     /// `countsBlocked`: a wait for room counts in `sendersBlocked` (the async path counts its
     /// own suspension instead, once per send).
-    func sendRemote(msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?,
+    func sendRemote(msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?, metadata: MessageMetadata?,
                     countsBlocked: Bool = true, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         if let conduit {
-            try sendThroughConduit(conduit, Message(msgid: msgid, payload: payload, replyPort: replyPort),
+            try sendThroughConduit(conduit, Message(msgid: msgid, payload: payload, replyPort: replyPort,
+                                                    metadata: metadata),
                                    deadline: deadline)
             return
         }
         guard let remote, isValid else { throw .invalidPort }
-        // The usual message, one DATA component and no port, takes one pass over one
-        // component and gathers no descriptors.
-        if replyPort == nil, case .data(let data) = payload {
+        // The usual message, one DATA component, no port and no metadata, takes one pass over
+        // one component and gathers no descriptors.
+        if replyPort == nil, metadata == nil, case .data(let data) = payload {
             let size = try FrameWriter.size(ofSingleData: data.count)
             try transmit(frameOf: size, descriptors: [], through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
                 FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
@@ -132,13 +133,14 @@ extension MessagePort {
             return
         }
         let components = payload.components
-        let size = try FrameWriter.size(of: components)
+        let size = try FrameWriter.size(of: components, metadata: metadata)
         // One descriptor per PORT component in table order, then the reply port (spec §3).
         var descriptors: [Int32] = []
         for case .port(let port) in components { descriptors.append(try port.transferableDescriptor()) }
         if let replyPort { descriptors.append(try replyPort.transferableDescriptor()) }
         try transmit(frameOf: size, descriptors: descriptors, through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
-            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: components, into: buffer)
+            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: components,
+                              metadata: metadata, into: buffer)
         }
     }
 
@@ -343,7 +345,7 @@ extension MessagePort {
             }
             return 0
         }
-        let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?)
+        let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?, metadata: MessageMetadata?)
         do {
             decoded = try decode(record)
         } catch {
@@ -354,7 +356,7 @@ extension MessagePort {
         }
         // The sender moves into the message: copied, it cost a retain and a release of its pin.
         let message = Message(msgid: decoded.msgid, payload: decoded.payload, replyPort: decoded.replyPort,
-                              sender: consume sender)
+                              sender: consume sender, metadata: decoded.metadata)
         lock.lock()
         if deliverNow, !state.delivering, inbox.isDrained, membership.isValid,
            let receiver = state.receiver, receiver.takesOneAtATime {
@@ -413,14 +415,15 @@ extension MessagePort {
     /// Decodes and validates one received record into a message whose port components are
     /// proxies. On failure nothing has taken ownership of the record's descriptors.
     private func decode(_ record: ReceiveBatch.Record) throws(FrameError) -> (msgid: UInt32, payload: Message.Payload,
-                                                                           replyPort: MessagePort?) {
+                                                                           replyPort: MessagePort?,
+                                                                           metadata: MessageMetadata?) {
         if record.truncated { throw .truncated }
         if record.descriptorsTruncated { throw .descriptorsTruncated }
         if record.unexpectedControl { throw .unexpectedControlMessage }
         let reader = try FrameReader(validating: record.bytes, descriptorCount: record.descriptors.count)
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port components and no reply port.
-            return (reader.msgid, reader.payload { nil }, nil)
+            return (reader.msgid, reader.payload { nil }, nil, reader.metadata())
         }
         var sockets: [SeqPacketSocket] = []
         for descriptor in record.descriptors {
@@ -429,7 +432,7 @@ extension MessagePort {
         }
         var proxies = sockets.map { MessagePort(proxyFor: $0) }.makeIterator()
         let payload = reader.payload { proxies.next() }
-        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil)
+        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil, reader.metadata())
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.
