@@ -84,17 +84,22 @@ package protocol MessageContextPropagator: AnyObject, Sendable {
     /// Called on the receiving loop's thread around each handler, delegate and batch-handler
     /// callout of a port.
     func withContext<Result>(of metadata: MessageMetadata?, _ body: () throws -> Result) rethrows -> Result
+
+    /// Runs `body` within a span named `name` — of a distributed call's target: a client span
+    /// around the call in the caller (`isClient`), a server span around its execution in the
+    /// callee — which records what `body` throws. The calling task.
+    func withSpan<Result>(named name: String, isClient: Bool, _ body: () async throws -> Result) async rethrows -> Result
 }
 
 /// The one place the core consults an installed ``MessageContextPropagator``. Nothing installed
 /// (the default) costs one atomic load per send and per delivery, and adds nothing to a message.
 package enum MessageContext {
-    private final class Installed: Sendable {
+    fileprivate final class Installed: Sendable {
         let propagator: any MessageContextPropagator
         init(_ propagator: any MessageContextPropagator) { self.propagator = propagator }
     }
 
-    private static let installed = AtomicLazyReference<Installed>()
+    fileprivate static let installed = AtomicLazyReference<Installed>()
 
     /// Installs `propagator` for the whole process; the first installation wins, later ones are
     /// ignored (returns whether this one was installed). Any thread.
@@ -122,6 +127,16 @@ package enum MessageContext {
                                             _ body: () throws -> Result) rethrows -> Result {
         guard let installed = installed.load() else { return try body() }
         return try installed.propagator.withContext(of: metadata, body)
+    }
+}
+
+extension MessageContext {
+    /// Runs `body` within a span named `name()` when a propagator is installed (the name is
+    /// made only then); else just runs it. The calling task.
+    package static func withSpan<Result>(named name: @autoclosure () -> String, isClient: Bool,
+                                         _ body: () async throws -> Result) async rethrows -> Result {
+        guard let installed = installed.load() else { return try await body() }
+        return try await installed.propagator.withSpan(named: name(), isClient: isClient, body)
     }
 }
 

@@ -19,6 +19,10 @@ final class TestPropagator: MessageContextPropagator {
     func withContext<Result>(of metadata: MessageMetadata?, _ body: () throws -> Result) rethrows -> Result {
         try TestContext.$id.withValue(metadata?["test-trace"], operation: body)
     }
+
+    func withSpan<Result>(named name: String, isClient: Bool, _ body: () async throws -> Result) async rethrows -> Result {
+        try await body()
+    }
 }
 
 enum TestContext {
