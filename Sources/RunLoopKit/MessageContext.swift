@@ -2,7 +2,7 @@ import Synchronization
 
 /// The string key/values an instrument injects into a message (W3C `traceparent`, `tracestate`,
 /// `baggage`): what carries a sender's context to the handler of its message, in this process
-/// and across processes (Protocols/port-message-frame.md §3.3, the METADATA section). The core
+/// and across processes (Protocols/port-message-frame.md §3.5, the METADATA section). The core
 /// never reads them; an adapter (RunLoopKitTracing) writes them at the send and reads them
 /// around the delivery through ``MessageContext``.
 package struct MessageMetadata: Sendable, Equatable {
@@ -65,7 +65,7 @@ package struct MessageMetadata: Sendable, Equatable {
         return size
     }
 
-    /// At most this many fields travel in a frame (Protocols/port-message-frame.md §3.3).
+    /// At most this many fields travel in a frame (Protocols/port-message-frame.md §3.5).
     package static let maximumFields = 16
     /// The longest key, in UTF-8 bytes.
     package static let maximumKeyLength = 256
@@ -121,12 +121,13 @@ package enum MessageContext {
     }
 
     /// Runs `body` within the context `metadata` carries, when a propagator is installed; else
-    /// just runs it. Loop thread (or any thread that hands a message to user code).
+    /// just runs it, without reading `metadata`. Loop thread (or any thread that hands a message
+    /// to user code).
     @inline(__always)
-    package static func withContext<Result>(of metadata: MessageMetadata?,
+    package static func withContext<Result>(of metadata: @autoclosure () -> MessageMetadata?,
                                             _ body: () throws -> Result) rethrows -> Result {
         guard let installed = installed.load() else { return try body() }
-        return try installed.propagator.withContext(of: metadata, body)
+        return try installed.propagator.withContext(of: metadata(), body)
     }
 }
 

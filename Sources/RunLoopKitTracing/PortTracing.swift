@@ -68,9 +68,13 @@ final class ServiceContextPropagator: MessageContextPropagator {
     }
 
     func withContext<Result>(of metadata: MessageMetadata?, _ body: () throws -> Result) rethrows -> Result {
-        // A message without a context is handled with none, also in a run nested in a handler
-        // that has one.
-        try ServiceContext.withValue(Self.context(of: metadata), operation: body)
+        guard let metadata else {
+            // A message without a context is handled with none, also in a run nested in a
+            // handler that has one; with none current, no task-local binding (nor its allocation).
+            if ServiceContext.current == nil { return try body() }
+            return try ServiceContext.withValue(nil, operation: body)
+        }
+        return try ServiceContext.withValue(Self.context(of: metadata), operation: body)
     }
 
     func withSpan<Result>(named name: String, isClient: Bool, _ body: () async throws -> Result) async rethrows -> Result {

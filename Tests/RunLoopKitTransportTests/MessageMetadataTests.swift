@@ -1,40 +1,28 @@
-// The METADATA section on the wire (port-message-frame.md §3.5) and the core's context hook,
-// with a test propagator that carries a task-local id: what RunLoopKitTracing does with a
-// ServiceContext, without swift-distributed-tracing.
+// The METADATA section on the wire (port-message-frame.md §3.5). No propagator is installed
+// here: the whole package's tests run in one process, where RunLoopKitTracingTests installs
+// PortTracing's (the first installation wins). These tests send metadata through the internal
+// send path a propagator feeds, and read what arrives; the handler's context is
+// RunLoopKitTracingTests' subject.
 
 import Glibc
 import FoundationEssentials
 import Testing
 @testable import RunLoopKit
 
-/// Carries `TestContext.id` in the field "test-trace". Installed once for this test process; it
-/// attaches nothing while no id is set, so the other tests' messages are unchanged.
-final class TestPropagator: MessageContextPropagator {
-    static let installed: Bool = MessageContext.install(TestPropagator())
-
-    func metadataForSend() -> MessageMetadata? {
-        TestContext.id.map { MessageMetadata([.init(key: "test-trace", value: $0)]) }
-    }
-
-    func withContext<Result>(of metadata: MessageMetadata?, _ body: () throws -> Result) rethrows -> Result {
-        try TestContext.$id.withValue(metadata?["test-trace"], operation: body)
-    }
-
-    func withSpan<Result>(named name: String, isClient: Bool, _ body: () async throws -> Result) async rethrows -> Result {
-        try await body()
+extension MessagePort {
+    /// Sends through this proxy as a send within a context does: with `metadata` in the frame.
+    func send(msgid: UInt32, data: Data, from replyPort: MessagePort? = nil, metadata: MessageMetadata) throws(PortError) {
+        try sendRemote(msgid: msgid, payload: .data(data), replyPort: replyPort, metadata: metadata,
+                       deadline: { .now + waitLimit })
     }
 }
 
-enum TestContext {
-    @TaskLocal static var id: String?
+func traceMetadata(_ id: String) -> MessageMetadata {
+    MessageMetadata([.init(key: "test-trace", value: id)])
 }
 
 @Suite("Message metadata on the wire", .timeLimit(.minutes(2)))
 struct MessageMetadataTests {
-    init() {
-        #expect(TestPropagator.installed || MessageContext.isInstalled)
-    }
-
     @Test("a proxy send within a context writes the METADATA flag and section; without one, the frame of before")
     func proxyWritesMetadata() throws {
         let (mine, theirs) = rawSeqPacketPair()
@@ -46,9 +34,7 @@ struct MessageMetadataTests {
             let length = buffer.withUnsafeMutableBytes { recv(mine, $0.baseAddress, $0.count, 0) }
             return try PortFrame.decode(buffer.prefix(max(length, 0)), descriptorCount: 0)
         }
-        try TestContext.$id.withValue("trace-1") {
-            try proxy.send(msgid: 1, components: [.data(Data("hi".utf8))], timeout: waitLimit)
-        }
+        try proxy.send(msgid: 1, data: Data("hi".utf8), metadata: traceMetadata("trace-1"))
         let traced = try receive()
         #expect(traced.metadata == MessageMetadata([.init(key: "test-trace", value: "trace-1")]))
         #expect(traced.components == [.data(Array("hi".utf8))])
@@ -63,42 +49,32 @@ struct MessageMetadataTests {
         #expect(try plain.encode() == PortFrame(msgid: 2, components: [.data(Array("hi".utf8))], hasReplyPort: false).encode())
     }
 
-    @Test("§3.49 (core) a local handler and a handler across a send right run within the sender's context")
-    func handlerRunsWithinSendersContext() throws {
-        // By msgid: a send right's frames and local sends are not ordered with each other.
-        let seen = Shared<[UInt32: String]>([:])
-        let receiver = try ReceivingPort(name: "metadata-local") { message in
-            seen.update { $0[message.msgid] = TestContext.id ?? "none" }
-        }
+    @Test("§3.49 (core) a frame's metadata reaches the message its handler gets; a frame without it, none")
+    func receivedMetadata() throws {
+        let receiver = try ReceivingPort(name: "metadata-received")
         defer { receiver.stop() }
         let proxy = try MessagePort(sendRight: try receiver.port.makeSendRight())
         defer { proxy.invalidate() }
-        try TestContext.$id.withValue("local") { try receiver.port.send(msgid: 1, timeout: waitLimit) }
-        try TestContext.$id.withValue("remote") { try proxy.send(msgid: 2, components: [.data(Data([1]))], timeout: waitLimit) }
-        try receiver.port.send(msgid: 3, timeout: waitLimit)
-        #expect(receiver.waitForMessages(3) != nil)
-        #expect(seen.value == [1: "local", 2: "remote", 3: "none"])
-        let carried = Dictionary(uniqueKeysWithValues: receiver.messages.value.map { ($0.msgid, $0.metadata?["test-trace"]) })
-        #expect(carried == [1: "local", 2: "remote", 3: nil])
+        try proxy.send(msgid: 1, data: Data([1]), metadata: traceMetadata("remote"))
+        try proxy.send(msgid: 2, components: [.data(Data([2]))], timeout: waitLimit)
+        let messages = try #require(receiver.waitForMessages(2))
+        #expect(messages.map(\.metadata) == [traceMetadata("remote"), nil])
+        #expect(messages.map(\.data) == [Data([1]), Data([2])])
     }
 
-    @Test("§3.49 (core) the C peer echoes a request's metadata: the reply's handler runs within the request's context")
+    @Test("§3.49 (core) the C peer, written from the spec, reads a request's metadata and echoes it in the reply")
     func cPeerEchoesMetadata() throws {
-        let seen = Shared<[String?]>([])
-        let replies = try ReceivingPort(name: "metadata-c-serve") { _ in seen.update { $0.append(TestContext.id) } }
+        let replies = try ReceivingPort(name: "metadata-c-serve")
         defer { replies.stop() }
         let (receiveEnd, sendEnd) = rawSeqPacketPair()
         let child = try ChildProcess(portPeerC, ["serve", "3"], inherit: [(receiveEnd, 3)])
         close(receiveEnd)
         let cPort = try MessagePort(sendRight: sendEnd)
-        try TestContext.$id.withValue("from-swift") {
-            try cPort.send(msgid: 2000, components: [.data(Data("hello from Swift".utf8))], from: replies.port,
-                           timeout: waitLimit)
-        }
+        try cPort.send(msgid: 2000, data: Data("hello from Swift".utf8), from: replies.port,
+                       metadata: traceMetadata("from-swift"))
         let answer = try #require(replies.waitForMessages(1), "no reply from PortPeerC\n\(child.output)")[0]
         #expect(answer.msgid == 2001)
         #expect(answer.metadata?["test-trace"] == "from-swift")
-        #expect(seen.value == ["from-swift"])
         try answer.port(at: 1)?.send(msgid: 2002, components: [.data(Data("bye".utf8))], timeout: waitLimit)
         let exit = child.finish()
         #expect(exit == .exited(0), "PortPeerC serve: \(exit.map(\.description) ?? "timed out")\n\(child.output)")

@@ -135,9 +135,8 @@ enum FrameWriter {
     static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, components: C, metadata: MessageMetadata? = nil,
                                      into buffer: UnsafeMutableRawBufferPointer) where C.Element: FrameComponent {
         let sectionSize = metadata?.frameSectionSize ?? 0
-        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: hasReplyPort, hasMetadata: metadata != nil,
-                                   componentCount: components.count, sectionSize: sectionSize,
-                                   into: buffer)
+        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: hasReplyPort, componentCount: components.count,
+                                   sectionSize: sectionSize, into: buffer)
         var entry = PortFrame.headerSize
         var data = tableEnd
         for component in components {
@@ -174,21 +173,19 @@ enum FrameWriter {
     /// Writes the usual message's frame — one DATA component, `data`, and no reply port — into
     /// `buffer`, which holds exactly `size(ofSingleData: data.count)` bytes.
     static func write(msgid: UInt32, singleData data: Data, into buffer: UnsafeMutableRawBufferPointer) {
-        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: false, hasMetadata: false, componentCount: 1,
-                                   sectionSize: 0, into: buffer)
+        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: false, componentCount: 1, into: buffer)
         writeEntry(isData: true, length: data.count, at: PortFrame.headerSize, into: buffer)
         data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[tableEnd...]).copyMemory(from: $0) }
     }
 
     /// Writes the header of a frame that fills `buffer`, whose last `sectionSize` bytes are the
-    /// METADATA section; returns where the component table ends.
-    private static func writeHeader(msgid: UInt32, hasReplyPort: Bool, hasMetadata: Bool, componentCount: Int,
-                                    sectionSize: Int,
+    /// METADATA section (none when 0); returns where the component table ends.
+    private static func writeHeader(msgid: UInt32, hasReplyPort: Bool, componentCount: Int, sectionSize: Int = 0,
                                     into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * componentCount
         buffer.storeLittleEndian(PortFrame.magic, at: 0)
         buffer[4] = PortFrame.version
-        buffer[5] = (hasReplyPort ? PortFrame.replyPortFlag : 0) | (hasMetadata ? PortFrame.metadataFlag : 0)
+        buffer[5] = (hasReplyPort ? PortFrame.replyPortFlag : 0) | (sectionSize > 0 ? PortFrame.metadataFlag : 0)
         buffer.storeLittleEndian(UInt16(componentCount), at: 6)
         buffer.storeLittleEndian(msgid, at: 8)
         buffer.storeLittleEndian(UInt32(buffer.count - tableEnd - sectionSize), at: 12)
@@ -277,7 +274,7 @@ struct FrameReader {
         return .components(components)
     }
 
-    /// Whether `section` is a well-formed METADATA section that ends where it does (spec §3.3):
+    /// Whether `section` is a well-formed METADATA section that ends where it does (spec §3.5):
     /// a field count of 1…16, each key 1…256 and each value 0…4096 bytes of UTF-8.
     private static func validMetadataSection(_ section: UnsafeRawBufferPointer) -> Bool {
         guard section.count >= 2 else { return false }
@@ -292,7 +289,7 @@ struct FrameReader {
             guard limits.contains(length), section.count - offset >= length else { return false }
             let text = UnsafeRawBufferPointer(rebasing: section[offset..<offset + length])
             offset += length
-            return String(validating: text.bindMemory(to: UInt8.self), as: UTF8.self) != nil
+            return String(validating: text, as: UTF8.self) != nil
         }
         for _ in 0..<count {
             guard string(within: 1...MessageMetadata.maximumKeyLength),
