@@ -36,6 +36,7 @@ let package = Package(
         .library(name: "RunLoopKitMetrics", targets: ["RunLoopKitMetrics"]),
         .library(name: "RunLoopKitLogging", targets: ["RunLoopKitLogging"]),
         .library(name: "RunLoopKitGRPC", targets: ["RunLoopKitGRPC"]),
+        .library(name: "RunLoopKitTracing", targets: ["RunLoopKitTracing"]),
     ],
     traits: [
         .trait(name: "ServiceLifecycle",
@@ -43,6 +44,8 @@ let package = Package(
         .trait(name: "Metrics", description: "RunLoopKitMetrics: loop and port statistics as swift-metrics"),
         .trait(name: "Logging", description: "RunLoopKitLogging: loop-health and transport reports as swift-log records"),
         .trait(name: "GRPC", description: "RunLoopKitGRPC: ports across hosts over gRPC (grpc-swift 2, SwiftNIO)"),
+        .trait(name: "Tracing",
+               description: "RunLoopKitTracing: a sender's ServiceContext carried with its messages (swift-distributed-tracing)"),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -54,6 +57,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // Documentation only: `swift package generate-documentation` (CI builds the DocC catalogs).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -96,6 +100,10 @@ let package = Package(
                 adapterDependency("ServiceLifecycle", "swift-service-lifecycle", trait: "GRPC"),
                 adapterDependency("X509", "swift-certificates", trait: "GRPC"),
             ]
+        ),
+        .target(
+            name: "RunLoopKitTracing",
+            dependencies: ["RunLoopKit", adapterDependency("Tracing", "swift-distributed-tracing", trait: "Tracing")]
         ),
 
         // The examples (not products: `swift run example-daemon`, `swift run kv-daemon`). The
@@ -218,6 +226,19 @@ if !coreOnly {
             name: "RunLoopKitLoggingTests",
             dependencies: ["RunLoopKit", "RunLoopKitLogging", .product(name: "Logging", package: "swift-log"),
                            .product(name: "InMemoryLogging", package: "swift-log")]
+        ),
+        // The other process of the tracing tests: handles a message within the context it carries.
+        .executableTarget(
+            name: "TracingPortPeer",
+            dependencies: ["RunLoopKit", "RunLoopKitTracing",
+                           .product(name: "Tracing", package: "swift-distributed-tracing")],
+            path: "Tests/TracingPortPeer"
+        ),
+        .testTarget(
+            name: "RunLoopKitTracingTests",
+            dependencies: ["RunLoopKit", "RunLoopKitTracing", "RunLoopKitDistributed", "TracingPortPeer",
+                           "PackageTestSupport", .product(name: "Tracing", package: "swift-distributed-tracing"),
+                           .product(name: "InMemoryTracing", package: "swift-distributed-tracing")]
         ),
         // The other process of the gRPC bridge tests: serves or calls a port over gRPC.
         .executableTarget(name: "GRPCPortPeer", dependencies: ["RunLoopKit", "RunLoopKitGRPC"],

@@ -24,7 +24,8 @@ enum FrameDecoderTarget {
         case (.failure(let reason), .failure(let wanted)):
             guard reason == wanted else { fuzzFailure("decode said \(reason), §5.2 says \(wanted)") }
         case (.success(let frame), .success(let wanted)):
-            guard frame.msgid == wanted.msgid, frame.components == wanted.components, frame.hasReplyPort == wanted.reply else {
+            guard frame.msgid == wanted.msgid, frame.components == wanted.components, frame.hasReplyPort == wanted.reply,
+                  frame.metadata?.fields.map({ [$0.key, $0.value] }) == wanted.metadata else {
                 fuzzFailure("decoded \(frame), §5.2 reads \(wanted)")
             }
             guard frame.components.count(where: { if case .data = $0 { false } else { true } }) + (frame.hasReplyPort ? 1 : 0)
@@ -48,6 +49,8 @@ enum ReferenceDecoder {
         var msgid: UInt32
         var components: [PortFrame.Component]
         var reply: Bool
+        /// The METADATA fields as [key, value] pairs; nil without the flag.
+        var metadata: [[String]]?
     }
 
     static func decode(_ bytes: [UInt8], descriptorCount: Int) -> Result<Message, FrameError> {
@@ -58,11 +61,13 @@ enum ReferenceDecoder {
         guard n >= 16 else { return .failure(.truncatedHeader) }
         guard bytes[0] == 0x52, bytes[1] == 0x4C, bytes[2] == 0x4B, bytes[3] == 0x4D else { return .failure(.badMagic) }
         guard bytes[4] == 1 else { return .failure(.unsupportedVersion) }
-        guard bytes[5] & 0xFE == 0 else { return .failure(.reservedFlags) }
+        guard bytes[5] & 0xFC == 0 else { return .failure(.reservedFlags) }
+        let hasMetadata = bytes[5] & 2 == 2
         let count = u16(6)
         guard count <= 64 else { return .failure(.tooManyComponents) }
         let bodyLength = u32(12)
-        guard n >= 16 + 8 * count, n - (16 + 8 * count) == bodyLength else { return .failure(.lengthMismatch) }
+        guard n >= 16 + 8 * count, hasMetadata ? n - (16 + 8 * count) >= bodyLength : n - (16 + 8 * count) == bodyLength
+        else { return .failure(.lengthMismatch) }
         // A MEMORY entry's length: 56 bits, the three bytes after the kind the high ones.
         func memoryLength(_ at: Int) -> Int { u32(at + 4) | (Int(bytes[at + 1]) | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) << 16) << 32 }
         var sum: UInt64 = 0
@@ -83,6 +88,29 @@ enum ReferenceDecoder {
         guard sum == UInt64(bodyLength) else { return .failure(.lengthMismatch) }
         let reply = bytes[5] & 1 == 1
         guard descriptorCount == descriptors + (reply ? 1 : 0) else { return .failure(.descriptorCountMismatch) }
+        // §3.6, F11: count 1…16, then key (1…256) and value (0…4096) lengths and UTF-8 bytes.
+        var metadata: [[String]]?
+        if hasMetadata {
+            var at = 16 + 8 * count + bodyLength
+            func string(_ limits: ClosedRange<Int>) -> String? {
+                guard n - at >= 2 else { return nil }
+                let length = u16(at)
+                at += 2
+                guard limits.contains(length), n - at >= length else { return nil }
+                defer { at += length }
+                return String(validating: bytes[at..<at + length], as: UTF8.self)
+            }
+            guard n - at >= 2, (1...16).contains(u16(at)) else { return .failure(.badMetadata) }
+            let fields = u16(at)
+            at += 2
+            var pairs: [[String]] = []
+            for _ in 0..<fields {
+                guard let key = string(1...256), let value = string(0...4096) else { return .failure(.badMetadata) }
+                pairs.append([key, value])
+            }
+            guard at == n else { return .failure(.badMetadata) }
+            metadata = pairs
+        }
         var components: [PortFrame.Component] = []
         var data = 16 + 8 * count
         for entry in 0..<count {
@@ -96,7 +124,7 @@ enum ReferenceDecoder {
                 data += u32(at + 4)
             }
         }
-        return .success(Message(msgid: UInt32(u32(8)), components: components, reply: reply))
+        return .success(Message(msgid: UInt32(u32(8)), components: components, reply: reply, metadata: metadata))
     }
 }
 

@@ -136,7 +136,7 @@ final class FrameReceiveTarget: Sendable {
 
     private func check(_ message: MessagePort.Message, against frame: PortFrame, sender: MessagePort.Sender) {
         guard message.msgid == frame.msgid, message.components.count == frame.components.count,
-              (message.replyPort != nil) == frame.hasReplyPort else {
+              (message.replyPort != nil) == frame.hasReplyPort, message.metadata == frame.metadata else {
             fuzzFailure("delivered \(message) for \(frame)")
         }
         for (component, expected) in zip(message.components, frame.components) {

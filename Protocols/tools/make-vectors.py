@@ -36,7 +36,15 @@ class V:
         """A MEMORY entry: bits 32-55 of the length in the three bytes after the kind."""
         return self.raw(bytes([3]) + struct.pack("<Q", length)[4:7] + struct.pack("<I", length & 0xFFFFFFFF),
                         f"entry: MEMORY, length {length}")
-    def write(self, descriptors, expect, msgid=None, reply=None, components=()):
+    def metadata(self, fields, count=None):
+        """The METADATA section (section 3.6): fields of (key bytes, value bytes)."""
+        n = len(fields) if count is None else count
+        self.raw(struct.pack("<H", n), f"metadata: {n} fields")
+        for key, value in fields:
+            self.raw(struct.pack("<H", len(key)) + key, f"key, {len(key)} bytes")
+            self.raw(struct.pack("<H", len(value)) + value, f"value, {len(value)} bytes")
+        return self
+    def write(self, descriptors, expect, msgid=None, reply=None, components=(), metadata=()):
         text = [f"# {line}" for line in self.comment.split("\n")]
         text.append(f"# {self.size} bytes")
         text += self.lines
@@ -47,15 +55,18 @@ class V:
             text.append(f"reply: {'true' if reply else 'false'}")
             for c in components:
                 text.append(f"component: {c}")
+            for key, value in metadata:
+                text.append(f"metadata: {key.hex().upper()} {value.hex().upper() or '-'}")
         with open(os.path.join(OUT, self.name + ".vector"), "w") as f:
             f.write("\n".join(text) + "\n")
 
-def msg(name, comment, msgid, comps, reply=False, extra_desc=0):
+def msg(name, comment, msgid, comps, reply=False, metadata=()):
     """A valid frame from a component list: ('data', bytes) / ('rep', byte, n) / ('port',) / ('mem', n)."""
     body = 0
     for c in comps:
         body += len(c[1]) if c[0] == "data" else (c[2] if c[0] == "rep" else 0)
-    v = V(name, comment).header(flags=1 if reply else 0, count=len(comps), msgid=msgid, body=body)
+    flags = (1 if reply else 0) | (2 if metadata else 0)
+    v = V(name, comment).header(flags=flags, count=len(comps), msgid=msgid, body=body)
     for c in comps:
         if c[0] == "data": v.entry(1, len(c[1]))
         elif c[0] == "rep": v.entry(1, c[2])
@@ -64,6 +75,7 @@ def msg(name, comment, msgid, comps, reply=False, extra_desc=0):
     for c in comps:
         if c[0] == "data" and c[1]: v.raw(c[1], f"DATA, {len(c[1])} bytes")
         elif c[0] == "rep": v.rep(c[1], c[2], f"DATA: {c[2]} bytes of {c[1]:02X}")
+    if metadata: v.metadata(metadata)
     ports = sum(1 for c in comps if c[0] in ("port", "mem"))
     desc = []
     for c in comps:
@@ -73,9 +85,48 @@ def msg(name, comment, msgid, comps, reply=False, extra_desc=0):
         else: desc.append("port")
     return v, ports + (1 if reply else 0), desc
 
-def ok(name, comment, msgid, comps, reply=False):
-    v, d, desc = msg(name, comment, msgid, comps, reply)
-    v.write(d, "ok", msgid, reply, desc)
+def ok(name, comment, msgid, comps, reply=False, metadata=()):
+    v, d, desc = msg(name, comment, msgid, comps, reply, metadata=metadata)
+    v.write(d, "ok", msgid, reply, desc, metadata)
+
+TRACEPARENT = (b"traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+
+def metadata_vectors():
+    """The METADATA section (section 3.6, check F11)."""
+    ok("ok-metadata-traceparent", "One DATA component \"hello\" and a W3C traceparent in the metadata section.", 1000,
+       [("data", b"hello")], metadata=[TRACEPARENT])
+    ok("ok-metadata-ports-reply", "DATA, PORT, reply port and three fields, one with an empty value: the section follows the body, descriptors as without it.",
+       21, [("data", b"ab"), ("port",)], reply=True,
+       metadata=[TRACEPARENT, (b"tracestate", b""), (b"baggage", "user=é".encode())])
+    ok("ok-metadata-empty-message", "No components, one field: the section follows the table directly.", 3, [],
+       metadata=[(b"k", b"v")])
+    ok("ok-metadata-limits", "16 fields, the first with a 256-byte key and a 4096-byte value: the section's limits.", 8,
+       [("data", b"x")], metadata=[(b"K" * 256, b"V" * 4096)] + [(bytes([0x61 + i]), b"") for i in range(15)])
+    def bad(name, comment, section, descriptors=0):
+        v = V(name, comment).header(flags=2, count=1, body=2).entry(1, 2).raw(b"hi")
+        v.raw(section, "metadata section") if section else None
+        v.write(descriptors, "error badMetadata")
+    bad("err-metadata-missing", "METADATA set and nothing after the body.", b"")
+    bad("err-metadata-one-byte", "A section of one byte: no room for the count.", b"\x01")
+    bad("err-metadata-count-zero", "A field count of 0.", struct.pack("<H", 0))
+    bad("err-metadata-count-17", "A field count of 17 (limit 16), with 17 well-formed fields.",
+        struct.pack("<H", 17) + b"".join(struct.pack("<H", 1) + bytes([0x61 + i]) + struct.pack("<H", 0) for i in range(17)))
+    bad("err-metadata-key-empty", "A key of length 0.", struct.pack("<HH", 1, 0) + struct.pack("<H", 1) + b"v")
+    bad("err-metadata-key-too-long", "A key of 257 bytes (limit 256).",
+        struct.pack("<HH", 1, 257) + b"k" * 257 + struct.pack("<H", 0))
+    bad("err-metadata-value-too-long", "A value of 4097 bytes (limit 4096).",
+        struct.pack("<HH", 1, 1) + b"k" + struct.pack("<H", 4097) + b"v" * 4097)
+    bad("err-metadata-value-truncated", "A value length of 9 with 3 bytes left.",
+        struct.pack("<HH", 1, 1) + b"k" + struct.pack("<H", 9) + b"abc")
+    bad("err-metadata-count-short", "Count 2 and one field.", struct.pack("<HH", 2, 1) + b"k" + struct.pack("<H", 1) + b"v")
+    bad("err-metadata-trailing", "A well-formed field followed by one extra byte.",
+        struct.pack("<HH", 1, 1) + b"k" + struct.pack("<H", 1) + b"v" + b"\x00")
+    bad("err-metadata-bad-utf8", "A value that is not UTF-8 (FF).", struct.pack("<HH", 1, 1) + b"k" + struct.pack("<H", 1) + b"\xff")
+    bad("err-metadata-key-bad-utf8", "A key that is a lone continuation byte (80).", struct.pack("<HH", 1, 1) + b"\x80" + struct.pack("<H", 0))
+    V("order-lengths-before-metadata", "METADATA set, bodyLength 9 and 2 bytes after the table: F7 (lengthMismatch) before F11.") \
+        .header(flags=2, count=1, body=9).entry(1, 9).raw(b"hi").write(0, "error lengthMismatch")
+    V("order-descriptors-before-metadata", "METADATA set with a malformed section, and a PORT without its descriptor: F10 before F11.") \
+        .header(flags=2, count=1).entry(2, 0).raw(struct.pack("<H", 0), "metadata: 0 fields").write(0, "error descriptorCountMismatch")
 
 def main():
     os.makedirs(OUT, exist_ok=True)
@@ -123,7 +174,7 @@ def main():
     V("err-bad-magic-byte-order", "Magic written as a big-endian u32 read back little-endian: \"MKLR\".").header(magic=b"MKLR").write(0, "error badMagic")
     V("err-unsupported-version-0", "Version 0.").header(version=0).write(0, "error unsupportedVersion")
     V("err-unsupported-version-2", "Version 2 (a future version): rejected, not skipped.").header(version=2).write(0, "error unsupportedVersion")
-    V("err-reserved-flags-bit1", "Flag bit 1 set.").header(flags=0x02).write(0, "error reservedFlags")
+    V("err-reserved-flags-bit2", "Flag bit 2 set.").header(flags=0x04).write(0, "error reservedFlags")
     V("err-reserved-flags-bit7", "Flag bit 7 set together with REPLY_PORT.").header(flags=0x81).write(1, "error reservedFlags")
     v = V("err-too-many-components", "65 DATA components of length 0 (limit 64); the frame is otherwise consistent.").header(count=65)
     for _ in range(65): v.entry(1, 0)
@@ -157,7 +208,7 @@ def main():
     V("order-short-before-magic", "4 bytes \"XXXX\": F2 (truncatedHeader) before F3.").raw(b"XXXX").write(0, "error truncatedHeader")
     V("order-magic-before-version", "Bad magic and version 9: F3 before F4.").header(magic=b"ABCD", version=9).write(0, "error badMagic")
     V("order-version-before-flags", "Version 2 and flags FF: F4 before F5.").header(version=2, flags=0xFF).write(0, "error unsupportedVersion")
-    V("order-flags-before-count", "Flags 02 and count 100: F5 before F6.").header(flags=0x02, count=100).write(0, "error reservedFlags")
+    V("order-flags-before-count", "Flags 04 and count 100: F5 before F6.").header(flags=0x04, count=100).write(0, "error reservedFlags")
     V("order-count-before-lengths", "Count 65 in a bare 16-byte header: F6 before F7.").header(count=65).write(0, "error tooManyComponents")
     V("order-table-before-kind", "Count 2, only one entry present and it has kind 9: F7 (table does not fit) before F8a.").header(count=2).entry(9, 0).write(0, "error lengthMismatch")
     V("order-entry-by-entry", "Entry 0 has non-zero reserved bytes, entry 1 has kind 7: entries are checked one at a time, so entry 0's reservedBytes wins.").header(count=2).entry(1, 0, reserved=b"\x01\0\0").entry(7, 0).write(0, "error reservedBytes")
@@ -166,6 +217,7 @@ def main():
     V("order-port-length-before-sum", "A PORT entry with length 3, body length 0: F8c before F9.").header(count=1).entry(2, 3).write(1, "error portLength")
     V("order-memory-length-before-sum", "A MEMORY entry of length 0, then entry lengths that disagree with the body: F8d before F9.").header(count=2, body=3).memory(0).entry(1, 1).raw(b"abc").write(1, "error memoryLength")
     V("order-sum-before-descriptors", "Entry lengths 1 + 1 != body length 3, and a PORT without descriptor: F9 before F10.").header(count=3, body=3).entry(1, 1).entry(1, 1).entry(2, 0).raw(b"abc").write(0, "error lengthMismatch")
+    metadata_vectors()
     print("wrote", len([f for f in os.listdir(OUT) if f.endswith('.vector')]), "vectors to", os.path.normpath(OUT))
     named()
 

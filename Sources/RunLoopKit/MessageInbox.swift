@@ -271,6 +271,15 @@ final class MessageInbox: @unchecked Sendable {
         return taken
     }
 
+    /// The metadata of the message at `head`, if it is published and before `end`, read in place.
+    /// Receiver; a couple of loads.
+    func headMetadata(before end: UInt64) -> MessageMetadata? {
+        let position = head
+        guard position < end, let slots = ring.load(ordering: .relaxed),
+              stamp(slots, position).pointee.load(ordering: .acquiring) == lap(position) &+ 1 else { return nil }
+        return message(slots, position).pointee.metadata
+    }
+
     /// Takes (one) and moves out the message at `head`, if it is published. Receiver, port's lock held.
     func takeOne() -> Message? {
         takeHead(before: take(upTo: 1))

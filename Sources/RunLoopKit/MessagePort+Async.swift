@@ -87,13 +87,16 @@ extension MessagePort {
     func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
         if _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited) { try consumeSendOnce() }
         if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
+        let metadata = MessageContext.metadataForSend()
         if isProxy {
-            try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort)
+            try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort, metadata: metadata)
         } else if membership.isValid, case .success(let position) = inbox.claim() {
-            inbox.slot(at: position).initialize(to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
+            inbox.slot(at: position).initialize(
+                to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort, metadata: metadata))
             publish(position)
         } else {
-            try await enqueueSuspending(Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
+            try await enqueueSuspending(Message(msgid: msgid, payload: consume payload, replyPort: replyPort,
+                                                metadata: metadata))
         }
     }
 

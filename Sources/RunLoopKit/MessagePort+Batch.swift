@@ -38,6 +38,12 @@ extension MessagePort {
             taken &+= 1
             return message
         }
+
+        /// The trace metadata of the first message not yet taken: the context a batch handler
+        /// runs within (`MessageContext`). Receiving loop's thread.
+        func firstMetadata() -> MessageMetadata? {
+            inbox._withUnsafeGuaranteedRef { $0.headMetadata(before: end) }
+        }
     }
 
     /// Sets (or clears, with nil) a closure that receives the port's messages a pass at a time,

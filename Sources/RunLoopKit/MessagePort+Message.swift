@@ -33,6 +33,9 @@ extension MessagePort {
         package var origin: (any AnyObject & Sendable)?
         /// The components as stored.
         @usableFromInline var payload: Payload
+        /// What an installed instrument attached at the send (``MessageContext``): the sender's
+        /// trace context. Nil when nothing is installed or no context was current.
+        package var metadata: MessageMetadata?
 
         /// The Data component at `index`, or nil when there is none or it is a port. Any thread; O(1).
         /// Inlined, so that a receiver's checks of a one-Data message fold into one test of how it
@@ -94,8 +97,9 @@ extension MessagePort.Message {
     }
 
     /// A message read from a frame, with the sender the kernel reported.
-    init(msgid: UInt32, payload: Payload, replyPort: MessagePort?, sender: MessagePort.Sender?) {
-        self.init(msgid: msgid, replyPort: replyPort, kernelSender: sender, payload: payload)
+    init(msgid: UInt32, payload: Payload, replyPort: MessagePort?, sender: MessagePort.Sender?,
+         metadata: MessageMetadata? = nil) {
+        self.init(msgid: msgid, replyPort: replyPort, kernelSender: sender, payload: payload, metadata: metadata)
     }
 
     /// How a message keeps its components: one Data alone needs no array, so a sender's

@@ -82,10 +82,14 @@ extension MessagePort {
                     request.markQueued()
                 case .timedOut? where ContinuousClock.now < deadline:
                     let reply = setup.reply
+                    // The thread has none of the task's locals: the request carries the task's
+                    // trace context all the same.
+                    let metadata = MessageContext.metadataForSend()
                     do throws(Errno) {
                         try KernelThread(name: "RLK request send") {
-                            if let error = self.attemptSend(msgid: msgid, components: components, from: reply,
-                                                            before: deadline) {
+                            if let error = MessageContext.withContext(of: metadata, {
+                                self.attemptSend(msgid: msgid, components: components, from: reply, before: deadline)
+                            }) {
                                 request.complete(.failure(error))
                             } else {
                                 request.markQueued()

@@ -107,9 +107,14 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         /// One message to a handler or delegate (`takesOneAtATime`), as a callout of `loop`.
         func deliver(_ message: borrowing Message, from port: MessagePort, on loop: ThreadRunLoop) {
             switch self {
-            case .handler(let handler): loop.callout(.port, port, msgid: message.msgid, with: message) { handler($0) }
+            case .handler(let handler):
+                loop.callout(.port, port, msgid: message.msgid, with: message) { message in
+                    MessageContext.withContext(of: message.metadata) { handler(message) }
+                }
             case .delegate(let delegate):
-                loop.callout(.port, port, msgid: message.msgid, with: message) { delegate.handlePortMessage($0) }
+                loop.callout(.port, port, msgid: message.msgid, with: message) { message in
+                    MessageContext.withContext(of: message.metadata) { delegate.handlePortMessage(message) }
+                }
             case .batch: preconditionFailure("RunLoopKit: a single message was handed to a batch handler")
             }
         }
@@ -123,15 +128,21 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         func deliver(_ batch: inout Batch, from port: MessagePort, on loop: ThreadRunLoop) {
             switch self {
             case .batch(let handler):
-                loop.callout(.port, port) { handler(&batch) }
+                loop.callout(.port, port) {
+                    MessageContext.withContext(of: batch.firstMetadata()) { handler(&batch) }
+                }
             case .handler(let handler):
                 while let message = batch.next() {
-                    loop.callout(.port, port, msgid: message.msgid, with: message) { handler($0) }
+                    loop.callout(.port, port, msgid: message.msgid, with: message) { message in
+                        MessageContext.withContext(of: message.metadata) { handler(message) }
+                    }
                     if loop.passShouldYield { break }
                 }
             case .delegate(let delegate):
                 while let message = batch.next() {
-                    loop.callout(.port, port, msgid: message.msgid, with: message) { delegate.handlePortMessage($0) }
+                    loop.callout(.port, port, msgid: message.msgid, with: message) { message in
+                        MessageContext.withContext(of: message.metadata) { delegate.handlePortMessage(message) }
+                    }
                     if loop.passShouldYield { break }
                 }
             }
@@ -347,16 +358,20 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
         if _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited) { try consumeSendOnce() }
         if _slowPath(MessageMonitors.active.load(ordering: .relaxed)) { MessageMonitors.sent(self, msgid: msgid, payload: payload, hasReply: replyPort != nil) }
         if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
+        // The sender's trace context, when an instrument is installed (one atomic load otherwise).
+        let metadata = MessageContext.metadataForSend()
         if isProxy {
-            try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, deadline: deadline)
+            try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, metadata: metadata, deadline: deadline)
         } else if membership.isValid, case .success(let position) = inbox.claim() {
             // Built straight in its slot: a message is too large to stay in registers, and one built
             // on the stack first was copied twice on its way and read back with wider loads than
             // its fields were stored with, which stalls the store forwarding.
-            inbox.slot(at: position).initialize(to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort))
+            inbox.slot(at: position).initialize(
+                to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort, metadata: metadata))
             publish(position)
         } else {
-            try enqueueWaiting(Message(msgid: msgid, payload: consume payload, replyPort: replyPort), deadline: deadline)
+            try enqueueWaiting(Message(msgid: msgid, payload: consume payload, replyPort: replyPort, metadata: metadata),
+                               deadline: deadline)
         }
     }
 

@@ -145,16 +145,21 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     public func remoteCall<Act, Err, Res>(on actor: Act, target: RemoteCallTarget, invocation: inout PortInvocationEncoder,
                                           throwing: Err.Type, returning: Res.Type) async throws -> Res
         where Act: DistributedActor, Act.ID == PortActorID, Err: Error, Res: Codable {
-        let reply = try await exchange(&invocation, target: target, with: actor.id)
-        return try result(of: reply, as: Res.self, target: target)
+        // A client span named after the target, when a tracer is installed (RunLoopKitTracing).
+        try await MessageContext.withSpan(named: target.description, isClient: true) {
+            let reply = try await exchange(&invocation, target: target, with: actor.id)
+            return try result(of: reply, as: Res.self, target: target)
+        }
     }
 
     /// `remoteCall` for a function that returns nothing. The calling task.
     public func remoteCallVoid<Act, Err>(on actor: Act, target: RemoteCallTarget, invocation: inout PortInvocationEncoder,
                                          throwing: Err.Type) async throws
         where Act: DistributedActor, Act.ID == PortActorID, Err: Error {
-        let reply = try await exchange(&invocation, target: target, with: actor.id)
-        try checkVoidResult(of: reply, target: target)
+        try await MessageContext.withSpan(named: target.description, isClient: true) {
+            let reply = try await exchange(&invocation, target: target, with: actor.id)
+            try checkVoidResult(of: reply, target: target)
+        }
     }
 
     /// Hands a target's result to its handler (the runtime's call, on the executing task).

@@ -103,11 +103,16 @@ final class Publication: Sendable {
             var decoder = decoder
             let target = RemoteCallTarget(identifier)
             await PortActorSystem.$currentCaller.withValue(sender) {
-                do {
-                    try await system.executeDistributedTarget(on: actor, target: target, invocationDecoder: &decoder,
-                                                              handler: handler)
-                } catch {
-                    try? await handler.onThrow(error: error)
+                // Within the caller's trace context (the CALL's message carried it, and the task
+                // inherits it from the delivery): a server span named after the target, demangled
+                // only when a tracer is installed, and only for an admitted target (§6).
+                await MessageContext.withSpan(named: target.description, isClient: false) {
+                    do {
+                        try await system.executeDistributedTarget(on: actor, target: target,
+                                                                  invocationDecoder: &decoder, handler: handler)
+                    } catch {
+                        try? await handler.onThrow(error: error)
+                    }
                 }
             }
         }

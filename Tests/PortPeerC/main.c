@@ -14,6 +14,9 @@
  *       a first DATA component T. Replies through the reply port with msgid (request + 1),
  *       components [DATA "C got: " T, PORT p] where p is a send right to a port of its own,
  *       then waits (10 s) on p for msgid (request + 2) with a DATA component and prints it.
+ *       A request's metadata section (section 3.6) is echoed in the reply, as a peer that
+ *       handles a request within its sender's trace context does; each field is printed
+ *       ("metadata key=value").
  *   PortPeerC vectors <directory>
  *       Decodes every *.vector file of the directory with this decoder and checks it against
  *       the expectation; re-encodes the valid ones and compares the bytes.
@@ -74,6 +77,10 @@
 #define RLK_MAX_DESCRIPTORS (RLK_MAX_COMPONENTS + 1u)
 #define RLK_VERSION 1u
 #define RLK_FLAG_REPLY_PORT 0x01u
+#define RLK_FLAG_METADATA 0x02u
+#define RLK_MAX_FIELDS 16u
+#define RLK_MAX_KEY 256u
+#define RLK_MAX_VALUE 4096u
 #define RLK_KIND_DATA 1u
 #define RLK_KIND_PORT 2u
 #define RLK_KIND_MEMORY 3u
@@ -89,12 +96,22 @@ struct rlk_component {
     int fd;               /* PORT, MEMORY: the descriptor (-1 for decode-only use) */
 };
 
+/* One metadata field (section 3.6): UTF-8 key and value, pointing into a frame or caller's storage. */
+struct rlk_field {
+    const uint8_t *key;
+    unsigned key_length;
+    const uint8_t *value;
+    unsigned value_length;
+};
+
 struct rlk_message {
     uint32_t msgid;
     int has_reply;
     int reply_fd;
     unsigned count;
     struct rlk_component components[RLK_MAX_COMPONENTS];
+    unsigned field_count; /* 0: no METADATA */
+    struct rlk_field fields[RLK_MAX_FIELDS];
 };
 
 /* ---- Little-endian helpers ------------------------------------------------------------- */
@@ -119,7 +136,60 @@ static uint64_t memory_length(const uint8_t *entry) {
     return (uint64_t)get_u32(entry + 4) | ((uint64_t)entry[1] << 32) | ((uint64_t)entry[2] << 40) | ((uint64_t)entry[3] << 48);
 }
 
-/* ---- Decoder: section 5.2, checks F1..F10 in order ------------------------------------ */
+/* ---- Decoder: section 5.2, checks F1..F11 in order ------------------------------------ */
+
+/* Whether bytes[0..n) are well-formed UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
+static int valid_utf8(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint8_t b = p[i];
+        size_t extra;
+        uint32_t min, cp;
+        if (b < 0x80) { i++; continue; }
+        if ((b & 0xE0) == 0xC0) { extra = 1; min = 0x80; cp = b & 0x1F; }
+        else if ((b & 0xF0) == 0xE0) { extra = 2; min = 0x800; cp = b & 0x0F; }
+        else if ((b & 0xF8) == 0xF0) { extra = 3; min = 0x10000; cp = b & 0x07; }
+        else return 0;
+        if (n - i <= extra) return 0;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        i += extra + 1;
+    }
+    return 1;
+}
+
+/* Parses the metadata section `p[0..n)` (section 3.6, check F11) into `fields` (may be NULL);
+ * returns the field count, or 0 when it is malformed. */
+static unsigned rlk_parse_metadata(const uint8_t *p, size_t n, struct rlk_field *fields) {
+    if (n < 2) return 0;
+    unsigned count = get_u16(p);
+    if (count < 1 || count > RLK_MAX_FIELDS) return 0;
+    size_t offset = 2;
+    for (unsigned i = 0; i < count; i++) {
+        const uint8_t *strings[2];
+        unsigned lengths[2];
+        for (int part = 0; part < 2; part++) {
+            if (n - offset < 2) return 0;
+            unsigned length = get_u16(p + offset);
+            offset += 2;
+            if (part == 0 ? (length < 1 || length > RLK_MAX_KEY) : length > RLK_MAX_VALUE) return 0;
+            if (n - offset < length || !valid_utf8(p + offset, length)) return 0;
+            strings[part] = p + offset;
+            lengths[part] = length;
+            offset += length;
+        }
+        if (fields != NULL) {
+            fields[i].key = strings[0];
+            fields[i].key_length = lengths[0];
+            fields[i].value = strings[1];
+            fields[i].value_length = lengths[1];
+        }
+    }
+    return offset == n ? count : 0;
+}
 
 /* Returns NULL when the frame is valid (and fills *out, DATA pointing into `frame`), else the
  * FrameError name of the first failing check. Descriptors are not touched. */
@@ -129,13 +199,15 @@ static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descripto
     if (memcmp(frame, rlk_magic, 4) != 0) return "badMagic";                /* F3 */
     if (frame[4] != RLK_VERSION) return "unsupportedVersion";               /* F4 */
     uint8_t flags = frame[5];
-    if ((flags & ~RLK_FLAG_REPLY_PORT) != 0) return "reservedFlags";        /* F5 */
+    if ((flags & ~(RLK_FLAG_REPLY_PORT | RLK_FLAG_METADATA)) != 0) return "reservedFlags"; /* F5 */
+    int metadata = (flags & RLK_FLAG_METADATA) != 0;
     unsigned count = get_u16(frame + 6);
     if (count > RLK_MAX_COMPONENTS) return "tooManyComponents";             /* F6 */
     uint32_t msgid = get_u32(frame + 8);
     uint32_t body = get_u32(frame + 12);
     size_t table_end = RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * count;
-    if (n < table_end || (uint64_t)(n - table_end) != (uint64_t)body) return "lengthMismatch"; /* F7 */
+    if (n < table_end || (metadata ? (uint64_t)(n - table_end) < (uint64_t)body
+                                   : (uint64_t)(n - table_end) != (uint64_t)body)) return "lengthMismatch"; /* F7 */
     uint64_t sum = 0;
     unsigned ports = 0;
     for (unsigned i = 0; i < count; i++) {                                  /* F8 */
@@ -156,12 +228,19 @@ static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descripto
     if (sum != (uint64_t)body) return "lengthMismatch";                     /* F9 */
     int reply = (flags & RLK_FLAG_REPLY_PORT) != 0;
     if (descriptors != ports + (reply ? 1u : 0u)) return "descriptorCountMismatch"; /* F10: ports and memory */
+    size_t body_end = table_end + body;
+    unsigned fields = 0;
+    if (metadata) {                                                          /* F11 */
+        fields = rlk_parse_metadata(frame + body_end, n - body_end, out != NULL ? out->fields : NULL);
+        if (fields == 0) return "badMetadata";
+    }
 
     if (out != NULL) {
         out->msgid = msgid;
         out->has_reply = reply;
         out->reply_fd = -1;
         out->count = count;
+        out->field_count = fields;
         size_t offset = table_end;
         for (unsigned i = 0; i < count; i++) {
             const uint8_t *entry = frame + RLK_HEADER_SIZE + (size_t)RLK_ENTRY_SIZE * i;
@@ -191,11 +270,16 @@ static size_t rlk_encode(const struct rlk_message *m, uint8_t *out) {
     for (unsigned i = 0; i < m->count; i++) {
         if (m->components[i].kind == RLK_KIND_DATA) body += m->components[i].length;
     }
-    uint64_t size = RLK_HEADER_SIZE + (uint64_t)RLK_ENTRY_SIZE * m->count + body;
+    if (m->field_count > RLK_MAX_FIELDS) return 0;
+    uint64_t section = m->field_count > 0 ? 2 : 0;
+    for (unsigned i = 0; i < m->field_count; i++) {
+        section += 4 + (uint64_t)m->fields[i].key_length + m->fields[i].value_length;
+    }
+    uint64_t size = RLK_HEADER_SIZE + (uint64_t)RLK_ENTRY_SIZE * m->count + body + section;
     if (size > RLK_MAX_FRAME) return 0;
     memcpy(out, rlk_magic, 4);
     out[4] = (uint8_t)RLK_VERSION;
-    out[5] = m->has_reply ? (uint8_t)RLK_FLAG_REPLY_PORT : 0;
+    out[5] = (uint8_t)((m->has_reply ? RLK_FLAG_REPLY_PORT : 0) | (m->field_count > 0 ? RLK_FLAG_METADATA : 0));
     put_u16(out + 6, (uint16_t)m->count);
     put_u32(out + 8, m->msgid);
     put_u32(out + 12, (uint32_t)body);
@@ -212,6 +296,19 @@ static size_t rlk_encode(const struct rlk_message *m, uint8_t *out) {
         if (c->kind == RLK_KIND_DATA && c->length > 0) {
             memcpy(out + offset, c->bytes, (size_t)c->length);
             offset += c->length;
+        }
+    }
+    if (m->field_count > 0) {
+        put_u16(out + offset, (uint16_t)m->field_count);
+        offset += 2;
+        for (unsigned i = 0; i < m->field_count; i++) {
+            const struct rlk_field *f = &m->fields[i];
+            put_u16(out + offset, (uint16_t)f->key_length);
+            memcpy(out + offset + 2, f->key, f->key_length);
+            offset += 2 + f->key_length;
+            put_u16(out + offset, (uint16_t)f->value_length);
+            if (f->value_length > 0) memcpy(out + offset + 2, f->value, f->value_length);
+            offset += 2 + f->value_length;
         }
     }
     return (size_t)size;
@@ -593,6 +690,11 @@ static int mode_serve(int receive_end) {
     memset(&request, 0, sizeof request);
     if (rlk_receive(receive_end, buffer, &request, WAIT_MS) != 0) return 1;
     print_message("received", &request);
+    for (unsigned i = 0; i < request.field_count; i++) {
+        const struct rlk_field *f = &request.fields[i];
+        printf("metadata %.*s=%.*s\n", (int)f->key_length, (const char *)f->key, (int)f->value_length,
+               (const char *)f->value);
+    }
     if (!request.has_reply || request.count < 1 || request.components[0].kind != RLK_KIND_DATA) {
         fprintf(stderr, "PortPeerC: expected a reply port and a first DATA component\n");
         release_ports(&request);
@@ -617,6 +719,9 @@ static int mode_serve(int receive_end) {
     reply.components[0].fd = -1;
     reply.components[1].kind = RLK_KIND_PORT;
     reply.components[1].fd = own[1];
+    /* The reply carries the request's context (the fields still point into `buffer`). */
+    reply.field_count = request.field_count;
+    memcpy(reply.fields, request.fields, sizeof(struct rlk_field) * request.field_count);
     int reply_port = request.reply_fd;
     uint32_t expected_next = request.msgid + 2;
     if (rlk_send(reply_port, &reply, WAIT_MS) != 0) return 1;
@@ -650,7 +755,9 @@ struct vector {
     int reply;
     unsigned count;
     struct rlk_component components[RLK_MAX_COMPONENTS + 1];
-    uint8_t *storage; /* bytes of the expected DATA components */
+    unsigned field_count;
+    struct rlk_field fields[RLK_MAX_FIELDS + 1];
+    uint8_t *storage; /* bytes of the expected DATA components and metadata fields */
     size_t stored;
 };
 
@@ -738,6 +845,22 @@ static int parse_vector(const char *path, struct vector *v) {
             else if (strcmp(arg, "false") == 0) v->reply = 0;
             else goto bad;
             v->has_reply = 1;
+        } else if (strcmp(key, "metadata") == 0) {
+            /* KEYHEX VALUEHEX, VALUE "-" when empty */
+            if (v->field_count >= RLK_MAX_FIELDS) goto bad;
+            char key_hex[2 * RLK_MAX_KEY + 1], value_hex[2 * RLK_MAX_VALUE + 1];
+            if (sscanf(arg, "%512s %8192s", key_hex, value_hex) != 2) goto bad;
+            struct rlk_field *field = &v->fields[v->field_count++];
+            long k = parse_hex(key_hex, v->storage + v->stored, VECTOR_CAPACITY - v->stored);
+            if (k < 0) goto bad;
+            field->key = v->storage + v->stored;
+            field->key_length = (unsigned)k;
+            v->stored += (size_t)k;
+            long n = strcmp(value_hex, "-") == 0 ? 0 : parse_hex(value_hex, v->storage + v->stored, VECTOR_CAPACITY - v->stored);
+            if (n < 0) goto bad;
+            field->value = v->storage + v->stored;
+            field->value_length = (unsigned)n;
+            v->stored += (size_t)n;
         } else if (strcmp(key, "component") == 0) {
             if (v->count > RLK_MAX_COMPONENTS) goto bad;
             struct rlk_component *c = &v->components[v->count++];
@@ -812,6 +935,18 @@ static int check_vector(const char *path) {
                 m.has_reply, m.count, v.msgid, v.reply, v.count);
         return -1;
     }
+    if (m.field_count != v.field_count) {
+        fprintf(stderr, "%s: decoded %u metadata fields, expected %u\n", path, m.field_count, v.field_count);
+        return -1;
+    }
+    for (unsigned i = 0; i < m.field_count; i++) {
+        const struct rlk_field *a = &m.fields[i], *b = &v.fields[i];
+        if (a->key_length != b->key_length || a->value_length != b->value_length ||
+            memcmp(a->key, b->key, a->key_length) != 0 || memcmp(a->value, b->value, a->value_length) != 0) {
+            fprintf(stderr, "%s: metadata field %u differs\n", path, i);
+            return -1;
+        }
+    }
     for (unsigned i = 0; i < m.count; i++) {
         const struct rlk_component *a = &m.components[i], *b = &v.components[i];
         if (a->kind != b->kind || a->length != b->length ||
@@ -828,6 +963,8 @@ static int check_vector(const char *path) {
     expected.reply_fd = -1;
     expected.count = v.count;
     memcpy(expected.components, v.components, sizeof(struct rlk_component) * v.count);
+    expected.field_count = v.field_count;
+    memcpy(expected.fields, v.fields, sizeof(struct rlk_field) * v.field_count);
     size_t size = rlk_encode(&expected, encoded);
     if (size != v.size || memcmp(encoded, v.frame, size) != 0) {
         fprintf(stderr, "%s: re-encoding differs (%zu bytes, vector has %zu)\n", path, size, v.size);

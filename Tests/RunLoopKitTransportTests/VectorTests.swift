@@ -10,7 +10,7 @@ import Testing
 /// One `NAME.vector` file (format: Protocols/port-message-frame.md §9).
 struct FrameVector: CustomStringConvertible, Sendable {
     enum Expectation: Equatable, Sendable {
-        case ok(msgid: UInt32, reply: Bool, components: [PortFrame.Component])
+        case ok(msgid: UInt32, reply: Bool, components: [PortFrame.Component], metadata: MessageMetadata?)
         case error(FrameError)
     }
 
@@ -55,6 +55,7 @@ struct FrameVector: CustomStringConvertible, Sendable {
         var msgid: UInt32?
         var reply: Bool?
         var components: [PortFrame.Component] = []
+        var fields: [MessageMetadata.Field] = []
         for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.trimmingPrefix { $0.isWhitespace }
             if line.isEmpty || line.hasPrefix("#") { continue }
@@ -87,6 +88,11 @@ struct FrameVector: CustomStringConvertible, Sendable {
                     components.append(.memory(length))
                 default: throw ParseError(description: "\(name):\(number + 1): bad component")
                 }
+            case "metadata":
+                guard words.count == 2 else { throw ParseError(description: "\(name):\(number + 1): bad metadata") }
+                let value = words[1] == "-" ? [] : try Self.hexBytes(words[1])
+                fields.append(MessageMetadata.Field(key: String(decoding: try Self.hexBytes(words[0]), as: UTF8.self),
+                                                    value: String(decoding: value, as: UTF8.self)))
             default:
                 throw ParseError(description: "\(name):\(number + 1): unknown directive \(key)")
             }
@@ -95,9 +101,10 @@ struct FrameVector: CustomStringConvertible, Sendable {
         let parts = expect.split(whereSeparator: \.isWhitespace)
         if parts == ["ok"] {
             guard let msgid, let reply else { throw ParseError(description: "\(name): ok vector without msgid/reply") }
-            expectation = .ok(msgid: msgid, reply: reply, components: components)
+            expectation = .ok(msgid: msgid, reply: reply, components: components,
+                              metadata: fields.isEmpty ? nil : MessageMetadata(fields))
         } else if parts.count == 2, parts[0] == "error", let reason = FrameError(rawValue: String(parts[1])) {
-            guard components.isEmpty, msgid == nil, reply == nil else {
+            guard components.isEmpty, fields.isEmpty, msgid == nil, reply == nil else {
                 throw ParseError(description: "\(name): an error vector describes no message")
             }
             expectation = .error(reason)
@@ -158,14 +165,15 @@ struct VectorTests {
     @Test("each vector decodes exactly as written", arguments: allVectors)
     func decode(_ vector: FrameVector) throws {
         switch vector.expectation {
-        case .ok(let msgid, let reply, let components):
+        case .ok(let msgid, let reply, let components, let metadata):
             let decoded = try PortFrame.decode(vector.bytes, descriptorCount: vector.descriptors)
             #expect(decoded.msgid == msgid)
             #expect(decoded.hasReplyPort == reply)
             #expect(decoded.components == components)
+            #expect(decoded.metadata == metadata)
             #expect(decoded.descriptorCount == vector.descriptors)
             // The encoding is canonical: the expected message encodes to the vector's bytes.
-            let expected = PortFrame(msgid: msgid, components: components, hasReplyPort: reply)
+            let expected = PortFrame(msgid: msgid, components: components, hasReplyPort: reply, metadata: metadata)
             let encoded = try expected.encode()
             #expect(encoded.count == vector.bytes.count)
             #expect(encoded == vector.bytes, "re-encoding differs")

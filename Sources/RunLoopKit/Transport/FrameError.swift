@@ -43,4 +43,7 @@ public enum FrameError: String, Error, Equatable, Sendable, CaseIterable {
     case memoryNotSealed
     /// A MEMORY component's memfd is smaller than the length the frame declares.
     case memoryTooSmall
+    /// The METADATA section (a sender's trace context) is malformed: a field count outside
+    /// 1…16, a key or value too long or not UTF-8, or bytes left over after the last field.
+    case badMetadata
 }

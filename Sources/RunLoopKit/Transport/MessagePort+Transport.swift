@@ -115,17 +115,18 @@ extension MessagePort {
     /// Writes one frame, built in place; waits in poll(2) while the peer's buffer is full.
     /// `countsBlocked`: a wait for room counts in `sendersBlocked` (the async path counts its
     /// own suspension instead, once per send).
-    func sendRemote(msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?,
+    func sendRemote(msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?, metadata: MessageMetadata?,
                     countsBlocked: Bool = true, deadline: () -> ContinuousClock.Instant?) throws(PortError) {
         if let conduit {
-            try sendThroughConduit(conduit, Message(msgid: msgid, payload: payload, replyPort: replyPort),
+            try sendThroughConduit(conduit, Message(msgid: msgid, payload: payload, replyPort: replyPort,
+                                                    metadata: metadata),
                                    deadline: deadline)
             return
         }
         guard let remote, isValid else { throw .invalidPort }
-        // The usual message, one DATA component and no port, takes one pass over one
-        // component and gathers no descriptors.
-        if replyPort == nil, case .data(let data) = payload, data.count <= Self.inlineDataLimit {
+        // The usual message, one DATA component, no port and no metadata, takes one pass over
+        // one component and gathers no descriptors.
+        if replyPort == nil, metadata == nil, case .data(let data) = payload, data.count <= Self.inlineDataLimit {
             let size = try FrameWriter.size(ofSingleData: data.count)
             try transmit(frameOf: size, descriptors: [], through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
                 FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
@@ -136,9 +137,10 @@ extension MessagePort {
         var outgoing = try OutgoingFrame(payload.components)
         defer { outgoing.closeMadeMemory() }
         if let replyPort { outgoing.descriptors.append(try replyPort.transferableDescriptor()) }
-        let size = try FrameWriter.size(of: outgoing.components)
+        let size = try FrameWriter.size(of: outgoing.components, metadata: metadata)
         try transmit(frameOf: size, descriptors: outgoing.descriptors, through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
-            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: outgoing.components, into: buffer)
+            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: outgoing.components,
+                              metadata: metadata, into: buffer)
         }
     }
 
@@ -354,7 +356,7 @@ extension MessagePort {
             discardForExhaustion(sender: sender, on: connection)
             return 0
         }
-        let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?)
+        let decoded: (msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?, metadata: MessageMetadata?)
         do {
             decoded = try decode(record)
         } catch {
@@ -365,7 +367,7 @@ extension MessagePort {
         }
         // The sender moves into the message: copied, it cost a retain and a release of its pin.
         let message = Message(msgid: decoded.msgid, payload: decoded.payload, replyPort: decoded.replyPort,
-                              sender: consume sender)
+                              sender: consume sender, metadata: decoded.metadata)
         lock.lock()
         if deliverNow, !state.delivering, inbox.isDrained, membership.isValid,
            let receiver = state.receiver, receiver.takesOneAtATime {
@@ -421,7 +423,8 @@ extension MessagePort {
     /// `.resourceExhausted` when memory cannot be mapped. On failure nothing has taken ownership
     /// of the record's descriptors.
     private func decode(_ record: ReceiveBatch.Record) throws(PortError) -> (msgid: UInt32, payload: Message.Payload,
-                                                                          replyPort: MessagePort?) {
+                                                                          replyPort: MessagePort?,
+                                                                          metadata: MessageMetadata?) {
         if record.truncated { throw .malformedFrame(.truncated) }
         if record.descriptorsTruncated { throw .malformedFrame(.descriptorsTruncated) }
         if record.unexpectedControl { throw .malformedFrame(.unexpectedControlMessage) }
@@ -432,7 +435,7 @@ extension MessagePort {
         try checkIncomingDataSize(reader.dataTotal)
         guard !record.descriptors.isEmpty else {
             // Validated: no descriptors means no port or memory components and no reply port.
-            return (reader.msgid, reader.payload(nextPort: { nil }, nextMemory: { nil }), nil)
+            return (reader.msgid, reader.payload(nextPort: { nil }, nextMemory: { nil }), nil, reader.metadata())
         }
         let attachments = try IncomingAttachments(record.descriptors, of: reader)
         var proxies = attachments.sockets.map { socket in
@@ -442,7 +445,7 @@ extension MessagePort {
         }.makeIterator()
         var memory = attachments.memory.makeIterator()
         let payload = reader.payload(nextPort: { proxies.next() }, nextMemory: { memory.next() })
-        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil)
+        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil, reader.metadata())
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.

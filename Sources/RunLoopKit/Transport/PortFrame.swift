@@ -8,7 +8,7 @@ import FoundationEssentials
 ///
 ///     0   4  magic "RLKM" (52 4C 4B 4D)
 ///     4   1  version (1)
-///     5   1  flags (bit 0: REPLY_PORT; bits 1–7 reserved, zero)
+///     5   1  flags (bit 0: REPLY_PORT; bit 1: METADATA; bits 2–7 reserved, zero)
 ///     6   2  component count N (0…64)
 ///     8   4  msgid
 ///     12  4  body length L (bytes of DATA after the table)
@@ -33,11 +33,14 @@ package struct PortFrame: Equatable, Sendable {
     package var msgid: UInt32
     package var components: [Component]
     package var hasReplyPort: Bool
+    /// The METADATA section (a sender's trace context); nil when the flag is clear.
+    package var metadata: MessageMetadata? = nil
 
     /// "RLKM" (52 4C 4B 4D) read as a little-endian word, so checking it is one comparison.
     static let magic: UInt32 = 0x4D4B_4C52
     static let version: UInt8 = 1
     static let replyPortFlag: UInt8 = 0x01
+    static let metadataFlag: UInt8 = 0x02
     static let headerSize = 16
     static let componentEntrySize = 8
     static let maximumComponents = 64
@@ -55,10 +58,10 @@ package struct PortFrame: Equatable, Sendable {
     /// The frame's bytes. Throws `.messageTooLarge` beyond `maximumFrameSize` or
     /// `maximumComponents`.
     package func encode() throws(PortError) -> [UInt8] {
-        let size = try FrameWriter.size(of: components)
+        let size = try FrameWriter.size(of: components, metadata: metadata)
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
             FrameWriter.write(msgid: msgid, hasReplyPort: hasReplyPort, components: components,
-                              into: UnsafeMutableRawBufferPointer(buffer))
+                              metadata: metadata, into: UnsafeMutableRawBufferPointer(buffer))
             count = size
         }
     }
@@ -84,7 +87,8 @@ package struct PortFrame: Equatable, Sendable {
                 case .memory(let length): components.append(.memory(length))
                 }
             }
-            return .success(PortFrame(msgid: reader.msgid, components: components, hasReplyPort: reader.hasReplyPort))
+            return .success(PortFrame(msgid: reader.msgid, components: components, hasReplyPort: reader.hasReplyPort,
+                                      metadata: reader.metadata()))
         } catch {
             return .failure(error)
         }
@@ -121,13 +125,19 @@ extension PortFrame.Component: FrameComponent {
 
 /// Writes frames in place: the size first (with the protocol's limits), then the bytes.
 enum FrameWriter {
-    /// The frame size for `components`; `.messageTooLarge` beyond the protocol's limits.
-    static func size<C: Collection>(of components: C) throws(PortError) -> Int where C.Element: FrameComponent {
+    /// The frame size for `components` and `metadata`; `.messageTooLarge` beyond the protocol's
+    /// limits (metadata beyond them never gets here: `MessageContext` bounds it at the send).
+    static func size<C: Collection>(of components: C, metadata: MessageMetadata? = nil) throws(PortError) -> Int
+    where C.Element: FrameComponent {
         guard components.count <= PortFrame.maximumComponents else {
             throw .messageTooLarge(limit: PortFrame.maximumFrameSize)
         }
         let body = components.reduce(0) { $0 + ($1.frameDataLength ?? 0) }
-        let size = PortFrame.headerSize + PortFrame.componentEntrySize * components.count + body
+        var size = PortFrame.headerSize + PortFrame.componentEntrySize * components.count + body
+        if let metadata {
+            guard let section = metadata.frameSectionSize else { throw .messageTooLarge(limit: PortFrame.maximumFrameSize) }
+            size += section
+        }
         guard size <= PortFrame.maximumFrameSize else { throw .messageTooLarge(limit: PortFrame.maximumFrameSize) }
         return size
     }
@@ -139,10 +149,12 @@ enum FrameWriter {
         return size
     }
 
-    /// Writes the frame into `buffer`, which holds exactly `size(of: components)` bytes.
-    static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, components: C,
+    /// Writes the frame into `buffer`, which holds exactly `size(of: components, metadata: metadata)` bytes.
+    static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, components: C, metadata: MessageMetadata? = nil,
                                      into buffer: UnsafeMutableRawBufferPointer) where C.Element: FrameComponent {
-        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: hasReplyPort, componentCount: components.count, into: buffer)
+        let sectionSize = metadata?.frameSectionSize ?? 0
+        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: hasReplyPort, componentCount: components.count,
+                                   sectionSize: sectionSize, into: buffer)
         var entry = PortFrame.headerSize
         var data = tableEnd
         for component in components {
@@ -158,6 +170,26 @@ enum FrameWriter {
             }
             entry += PortFrame.componentEntrySize
         }
+        if let metadata { writeMetadata(metadata, into: UnsafeMutableRawBufferPointer(rebasing: buffer[data...])) }
+    }
+
+    /// Writes the METADATA section into `section`, which holds exactly `metadata.frameSectionSize` bytes.
+    private static func writeMetadata(_ metadata: MessageMetadata, into section: UnsafeMutableRawBufferPointer) {
+        section.storeLittleEndian(UInt16(metadata.fields.count), at: 0)
+        var offset = 2
+        func put(_ string: String) {
+            var string = string
+            string.withUTF8 { bytes in
+                section.storeLittleEndian(UInt16(bytes.count), at: offset)
+                UnsafeMutableRawBufferPointer(rebasing: section[offset + 2..<offset + 2 + bytes.count])
+                    .copyMemory(from: UnsafeRawBufferPointer(bytes))
+                offset += 2 + bytes.count
+            }
+        }
+        for field in metadata.fields {
+            put(field.key)
+            put(field.value)
+        }
     }
 
     /// Writes the usual message's frame — one DATA component, `data`, and no reply port — into
@@ -168,16 +200,17 @@ enum FrameWriter {
         data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[tableEnd...]).copyMemory(from: $0) }
     }
 
-    /// Writes the header of a frame that fills `buffer`; returns where the component table ends.
-    private static func writeHeader(msgid: UInt32, hasReplyPort: Bool, componentCount: Int,
+    /// Writes the header of a frame that fills `buffer`, whose last `sectionSize` bytes are the
+    /// METADATA section (none when 0); returns where the component table ends.
+    private static func writeHeader(msgid: UInt32, hasReplyPort: Bool, componentCount: Int, sectionSize: Int = 0,
                                     into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * componentCount
         buffer.storeLittleEndian(PortFrame.magic, at: 0)
         buffer[4] = PortFrame.version
-        buffer[5] = hasReplyPort ? PortFrame.replyPortFlag : 0
+        buffer[5] = (hasReplyPort ? PortFrame.replyPortFlag : 0) | (sectionSize > 0 ? PortFrame.metadataFlag : 0)
         buffer.storeLittleEndian(UInt16(componentCount), at: 6)
         buffer.storeLittleEndian(msgid, at: 8)
-        buffer.storeLittleEndian(UInt32(buffer.count - tableEnd), at: 12)
+        buffer.storeLittleEndian(UInt32(buffer.count - tableEnd - sectionSize), at: 12)
         return tableEnd
     }
 
@@ -202,6 +235,8 @@ struct FrameReader {
     let dataTotal: Int
     /// Whether a MEMORY component is among the components.
     let hasMemory: Bool
+    /// Where the DATA bytes end: the frame's end, or the METADATA section's start.
+    let bodyEnd: Int
 
     init(validating bytes: UnsafeRawBufferPointer, descriptorCount: Int) throws(FrameError) {
         guard bytes.count <= PortFrame.maximumFrameSize else { throw .frameTooLarge }
@@ -209,12 +244,16 @@ struct FrameReader {
         guard bytes.loadLittleEndian(UInt32.self, at: 0) == PortFrame.magic else { throw .badMagic }
         guard bytes[4] == PortFrame.version else { throw .unsupportedVersion }
         let flags = bytes[5]
-        guard flags & ~PortFrame.replyPortFlag == 0 else { throw .reservedFlags }
+        guard flags & ~(PortFrame.replyPortFlag | PortFrame.metadataFlag) == 0 else { throw .reservedFlags }
+        let hasMetadata = flags & PortFrame.metadataFlag != 0
         let count = Int(bytes.loadLittleEndian(UInt16.self, at: 6))
         guard count <= PortFrame.maximumComponents else { throw .tooManyComponents }
         let bodyLength = Int(bytes.loadLittleEndian(UInt32.self, at: 12))
         let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * count
-        guard bytes.count >= tableEnd, bytes.count - tableEnd == bodyLength else { throw .lengthMismatch }
+        // With METADATA the section follows the body: the body ends before the frame does.
+        guard bytes.count >= tableEnd,
+              hasMetadata ? bytes.count - tableEnd >= bodyLength : bytes.count - tableEnd == bodyLength
+        else { throw .lengthMismatch }
 
         var inlineTotal = 0
         var memoryTotal = 0
@@ -244,7 +283,12 @@ struct FrameReader {
 
         let hasReplyPort = flags & PortFrame.replyPortFlag != 0
         guard descriptorCount == descriptorsDeclared + (hasReplyPort ? 1 : 0) else { throw .descriptorCountMismatch }
+        let bodyEnd = tableEnd + bodyLength
+        if hasMetadata {
+            guard Self.validMetadataSection(UnsafeRawBufferPointer(rebasing: bytes[bodyEnd...])) else { throw .badMetadata }
+        }
         self.bytes = bytes
+        self.bodyEnd = bodyEnd
         self.msgid = bytes.loadLittleEndian(UInt32.self, at: 8)
         self.hasReplyPort = hasReplyPort
         componentCount = count
@@ -258,7 +302,7 @@ struct FrameReader {
         // The usual message, one DATA component, as a message keeps it: no array.
         if componentCount == 1 && bytes[PortFrame.headerSize] == 1 {
             let start = PortFrame.headerSize + PortFrame.componentEntrySize
-            return .data(Data(bytes: bytes.baseAddress! + start, count: bytes.count - start))
+            return .data(Data(bytes: bytes.baseAddress! + start, count: bodyEnd - start))
         }
         if componentCount == 1 && bytes[PortFrame.headerSize] == 3 { return .data(nextMemory()!) }
         var components: [MessagePort.Message.Component] = []
@@ -271,6 +315,48 @@ struct FrameReader {
             }
         }
         return .components(components)
+    }
+
+    /// Whether `section` is a well-formed METADATA section that ends where it does (spec §3.6):
+    /// a field count of 1…16, each key 1…256 and each value 0…4096 bytes of UTF-8.
+    private static func validMetadataSection(_ section: UnsafeRawBufferPointer) -> Bool {
+        guard section.count >= 2 else { return false }
+        let count = Int(section.loadLittleEndian(UInt16.self, at: 0))
+        guard count >= 1, count <= MessageMetadata.maximumFields else { return false }
+        var offset = 2
+        // One string: its u16 length within `limits`, its bytes within the section, valid UTF-8.
+        func string(within limits: ClosedRange<Int>) -> Bool {
+            guard section.count - offset >= 2 else { return false }
+            let length = Int(section.loadLittleEndian(UInt16.self, at: offset))
+            offset += 2
+            guard limits.contains(length), section.count - offset >= length else { return false }
+            let text = UnsafeRawBufferPointer(rebasing: section[offset..<offset + length])
+            offset += length
+            return String(validating: text, as: UTF8.self) != nil
+        }
+        for _ in 0..<count {
+            guard string(within: 1...MessageMetadata.maximumKeyLength),
+                  string(within: 0...MessageMetadata.maximumValueLength) else { return false }
+        }
+        return offset == section.count
+    }
+
+    /// The METADATA section's fields (validated), or nil when the frame has none.
+    func metadata() -> MessageMetadata? {
+        guard bodyEnd < bytes.count else { return nil }
+        var fields: [MessageMetadata.Field] = []
+        var offset = bodyEnd + 2
+        func take() -> String {
+            let length = Int(bytes.loadLittleEndian(UInt16.self, at: offset))
+            let text = UnsafeRawBufferPointer(rebasing: bytes[offset + 2..<offset + 2 + length])
+            offset += 2 + length
+            return String(decoding: text, as: UTF8.self)
+        }
+        for _ in 0..<Int(bytes.loadLittleEndian(UInt16.self, at: bodyEnd)) {
+            let key = take()
+            fields.append(MessageMetadata.Field(key: key, value: take()))
+        }
+        return MessageMetadata(fields)
     }
 
     /// One component of a validated frame.

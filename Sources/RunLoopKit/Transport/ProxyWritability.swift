@@ -71,16 +71,18 @@ enum ProxyWritability {
 extension MessagePort {
     /// The async `send` through a proxy: writes at once when the peer's buffer has room, else
     /// suspends on the `AsyncHost` loop until it has, and tries again.
-    func sendRemoteSuspending(msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?) async throws(PortError) {
+    func sendRemoteSuspending(msgid: UInt32, payload: Message.Payload, replyPort: MessagePort?,
+                              metadata: MessageMetadata?) async throws(PortError) {
         if let conduit {
-            try await sendThroughConduit(conduit, Message(msgid: msgid, payload: payload, replyPort: replyPort))
+            try await sendThroughConduit(conduit, Message(msgid: msgid, payload: payload, replyPort: replyPort,
+                                                          metadata: metadata))
             return
         }
         var suspended = false
         while true {
             do {
                 // A deadline already passed: a full buffer reports `.timedOut` instead of waiting.
-                try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort,
+                try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, metadata: metadata,
                                countsBlocked: false, deadline: { .now })
                 return
             } catch .timedOut {
