@@ -8,6 +8,10 @@
 //   tests and RunLoopKit create is close-on-exec, so tests running in parallel never leak
 //   send rights into each other's children.
 
+// CRunLoopKit's header includes the socket headers too; in a compile of several files where
+// one imports it, the socket constants belong to it, and a file that does not import it cannot
+// see them.
+import CRunLoopKit
 import Glibc
 import FoundationEssentials
 import Synchronization
