@@ -1,5 +1,6 @@
 // Tests 2–5 and 7: real child processes exchanging messages with ports of the test process.
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Testing

@@ -3,6 +3,7 @@
 // be forged (CAP_SYS_ADMIN: as root, PortPeerC sends explicit SCM_CREDENTIALS), and are refused
 // and reported with who made the connection.
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Testing

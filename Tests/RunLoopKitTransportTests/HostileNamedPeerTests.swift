@@ -2,6 +2,7 @@
 // handshake, silence, a forged pid, a flood of connections — crashes the owner, blocks its
 // loop or leaks a descriptor; each costs the peer its connection and is reported.
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Testing

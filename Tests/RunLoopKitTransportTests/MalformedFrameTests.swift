@@ -2,6 +2,7 @@
 // a malformed frame drops its connection only, is reported with its reason, and every
 // descriptor that came with it is closed.
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Testing

@@ -4,6 +4,7 @@
 // send path a propagator feeds, and read what arrives; the handler's context is
 // RunLoopKitTracingTests' subject.
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Testing

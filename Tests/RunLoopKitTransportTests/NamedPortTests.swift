@@ -2,6 +2,7 @@
 // separate executables, so that neither side's RunLoopKit code spawned the other), real
 // credentials: as root, a child drops to nobody (65534:65534) for the access cases.
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Synchronization

@@ -6,6 +6,7 @@
 // one (the peer of each end sent must hang up), and counted in /proc/self/fd in a child process
 // of its own (PortPeer `refuse-ports`), where no other test opens any meanwhile.
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Testing

@@ -1,6 +1,7 @@
 // Guarantees §3.51, §3.53, §3.57, §3.61, §3.62 and the rate limit of refused-peer reports: the
 // attacks of a security review, each reproduced. (§3.60 is with §3.32 in ForgedSenderTests.)
 
+import CRunLoopKit  // owns the socket constants in a compile where another file imports it
 import Glibc
 import FoundationEssentials
 import Testing
