@@ -39,7 +39,12 @@ enum TraceCommand {
         try endpoint.send("end")
         while let record = try endpoint.receive(), record["end"] == nil { take(record) }
 
-        var trace = PerfettoTrace(pid: pid, command: acknowledgement["command"] as? String ?? "process \(pid)")
+        // The kernel's command name is cut at 15 bytes; the program's file name is not.
+        let program = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")))
+            .flatMap { $0.split(separator: 0).first }
+            .map { String(decoding: $0, as: UTF8.self).split(separator: "/").last.map(String.init) ?? "" }
+            .flatMap { $0.isEmpty ? nil : $0 }
+        var trace = PerfettoTrace(pid: pid, command: program ?? acknowledgement["command"] as? String ?? "process \(pid)")
         for loop in acknowledgement["loops"] as? [[String: Any]] ?? [] {
             guard let tid = (loop["tid"] as? NSNumber)?.int32Value else { continue }
             trace.thread(tid, name: loop["thread"] as? String)
