@@ -297,13 +297,17 @@ struct IntrospectionTests {
 }
 
 /// Perfetto's own schema for Python (the PyPI package `perfetto` ships `perfetto_trace_pb2`),
-/// installed when missing, as Scripts/install-prerequisites does. Nil, with why, when it cannot
-/// be imported even after installing.
+/// installed when missing, as Scripts/install-prerequisites does. Nil when it can be imported;
+/// otherwise why not, even after installing.
 private func perfettoSchemaMissing() -> String? {
     let probe = ["python3", "-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2"]
     if runChild("/usr/bin/env", probe, capturing: 2, timeout: .seconds(120))?.exitCode == 0 { return nil }
-    let install = runChild("/usr/bin/env", ["python3", "-m", "pip", "install", "--quiet", "perfetto", "protobuf"],
-                           capturing: 2, timeout: .seconds(600))
+    let pip = ["python3", "-m", "pip", "install", "--quiet", "perfetto", "protobuf"]
+    var install = runChild("/usr/bin/env", pip, capturing: 2, timeout: .seconds(600))
+    if install?.exitCode != 0 {
+        // Debian's system Python refuses pip outside a virtual environment (PEP 668) unless told.
+        install = runChild("/usr/bin/env", pip + ["--break-system-packages"], capturing: 2, timeout: .seconds(600))
+    }
     let again = runChild("/usr/bin/env", probe, capturing: 2, timeout: .seconds(120))
     return again?.exitCode == 0 ? nil : "pip install perfetto protobuf: \(install?.output ?? "could not run python3"); import: \(again?.output ?? "")"
 }
