@@ -416,4 +416,42 @@ extension IntrospectionTests {
         #expect(!(values[sinkQueue.key] ?? []).isEmpty)
         #expect(calls > 0)
     }
+
+    @Test("§3.48 a trace that stops reading never blocks the daemon: what it could not take is counted and reported as dropped")
+    func slowTraceDrops() throws {
+        let daemon = try Daemon(introspection: true)
+        defer { daemon.stop() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("trace-slow-\(getpid())-\(daemon.pid).pftrace").path
+        defer { unlink(file) }
+        let (tracer, output) = try spawnDaemon(runloopctl, ["trace", String(daemon.pid), "--duration", "1s", "-o", file],
+                                               environment: [:], listeningSocket: nil, activationName: "")
+        defer { close(output) }
+        var text = ""
+        func readToEnd(until marker: String?) -> Bool {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while marker.map({ !text.contains($0) }) ?? true {
+                guard pollReady(output, before: deadline) else { return false }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let n = read(output, &buffer, buffer.count)
+                guard n > 0 else { return marker == nil }
+                text += String(decoding: buffer[..<n], as: UTF8.self)
+            }
+            return true
+        }
+        // Attached (the process acknowledged), then stopped: it reads nothing.
+        #expect(readToEnd(until: "Tracing process"), "\(text)")
+        kill(tracer, SIGSTOP)
+        // 40,000 messages to the worker's sink: 120,000 events (send, delivery, callout), more
+        // than the trace's buffer and socket hold. The daemon answers all the same.
+        let (code, reply) = try ctl(["call", daemon.name, "77", "--text", "40000", "--json"])
+        #expect(code == 0)
+        #expect((try json(reply) as? [String: Any])?["msgid"] as? NSNumber == 78)
+        kill(tracer, SIGCONT)
+        #expect(readToEnd(until: nil), "\(text)")
+        var status: Int32 = 0
+        while waitpid(tracer, &status, 0) < 0 && errno == EINTR {}
+        #expect(status == 0, "\(text)")
+        #expect(text.contains("events dropped"), "\(text)")
+        #expect(FileManager.default.fileExists(atPath: file))
+    }
 }
