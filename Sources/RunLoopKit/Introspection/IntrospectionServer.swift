@@ -136,7 +136,10 @@ final class IntrospectionConnection: @unchecked Sendable {
                     close()
                     return
                 }
-                if trace != nil { endTrace() }
+                if trace != nil {
+                    endTrace()
+                    if closed { return }
+                }
             }
         }
     }
