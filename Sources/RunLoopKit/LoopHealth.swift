@@ -15,6 +15,10 @@ enum HealthFlags {
     /// The loop's side of its Dekker pairs with its watches is `ProcessBarrier.light()`: the
     /// watches' side runs `ProcessBarrier.heavy()`.
     static let lightBarrier: UInt8 = 1 << 3
+    /// A `runloopctl trace` is attached: each callout is recorded (`TraceRecorders`).
+    static let traced: UInt8 = 1 << 4
+    /// The bits for which a callout is timed for health reports.
+    static let timed: UInt8 = slowCallouts | watched
 }
 
 /// A loop's health reporting: its slow-callout handler, and what it publishes for the hang
@@ -52,6 +56,7 @@ final class LoopHealth: @unchecked Sendable {
     private struct Configuration {
         var slowCallouts: (threshold: Int64, handler: @Sendable (ThreadRunLoop.Callout) -> Void)?
         var watchers: [HangWatchWaker] = []
+        var traced = false
     }
     private let configuration = Locked(Configuration())
     /// The slow-callout threshold in nanoseconds, read by the loop after each timed callout.
@@ -129,7 +134,19 @@ final class LoopHealth: @unchecked Sendable {
         }
     }
 
+    /// Starts or stops recording this loop's callouts for `runloopctl trace`. Any thread; a lock.
+    func setTraced(_ traced: Bool, flags: borrowing Atomic<UInt8>) {
+        configuration.withLock { configuration in
+            configuration.traced = traced
+            flags.store(Self.flags(configuration), ordering: .releasing)
+        }
+    }
+
     private static func flags(_ configuration: Configuration) -> UInt8 {
+        timingFlags(configuration) | (configuration.traced ? HealthFlags.traced : 0)
+    }
+
+    private static func timingFlags(_ configuration: Configuration) -> UInt8 {
         let timed = (configuration.slowCallouts == nil ? 0 : HealthFlags.slowCallouts)
             | (configuration.watchers.isEmpty ? 0 : HealthFlags.watched | (ProcessBarrier.isAvailable ? HealthFlags.lightBarrier : 0))
         // Below the floor nearly every callout of a busy loop could be slow, and converting its

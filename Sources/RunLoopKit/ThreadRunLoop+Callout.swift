@@ -114,10 +114,11 @@ extension ThreadRunLoop {
 
     /// The one place a pass calls out to an item (CF's __CFRUNLOOP_IS_CALLING_OUT_TO_… frames):
     /// every Source0 perform, timer, observer, port message, fd or signal source, block, job and
-    /// main-queue drain goes through it. Without a slow-callout handler and without a hang watch
-    /// it costs one relaxed load, one predictable branch and the count of returned callouts (a
+    /// main-queue drain goes through it. Without a slow-callout handler, a hang watch or an
+    /// attached `runloopctl trace` (all three bits of the one flags load) it costs one relaxed load, one predictable branch and the count of returned callouts (a
     /// load and a store: `Statistics.callouts`); otherwise the callout is timed and,
-    /// for a watch, published (`LoopHealth`). Loop thread only.
+    /// for a watch, published (`LoopHealth`), for a trace, recorded (`TraceRecorders`). Loop
+    /// thread only.
     @inline(__always)
     func callout<Result>(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32? = nil,
                          _ body: () -> Result) -> Result {
@@ -153,7 +154,7 @@ extension ThreadRunLoop {
     }
 
     /// `callout` for one message delivered to `port`'s handler or delegate: the same hook, plus
-    /// `runloopctl monitor`'s, which costs one relaxed load while no monitor is attached
+    /// `runloopctl monitor`'s and `trace`'s, which costs one relaxed load while neither is attached
     /// (`MessageMonitors`). Loop thread only.
     @inline(__always)
     func callout<Result>(_ kind: Callout.Kind, _ port: MessagePort, msgid: UInt32?,
@@ -168,6 +169,8 @@ extension ThreadRunLoop {
         var started: CalloutStamp
         /// The record to publish again when the callout returns (watched loops only).
         var previous: CalloutRecord?
+        /// CLOCK_BOOTTIME nanoseconds at the start, for `runloopctl trace`; 0 when not traced.
+        var traceBegan: Int64
     }
 
     /// A callout begins while a slow-callout handler or a hang watch is set: its start is read
@@ -176,11 +179,12 @@ extension ThreadRunLoop {
     @inline(never)
     private func calloutBegins(_ kind: Callout.Kind, _ item: (any CalloutItem)?, msgid: UInt32?,
                                flags: UInt8) -> CalloutTiming {
-        LoopCounters.add(1, to: counters.timedCallouts)
+        if flags & HealthFlags.timed != 0 { LoopCounters.add(1, to: counters.timedCallouts) }
         let started = CalloutStamp.now(cycles: flags & HealthFlags.cycleCounter != 0)
         let previous = flags & HealthFlags.watched != 0
             ? health.enterCallout(kind, item, msgid: msgid, started: started) : nil
-        return CalloutTiming(started: started, previous: previous)
+        let traceBegan = flags & HealthFlags.traced != 0 ? LoopInstant.now.nanoseconds : 0
+        return CalloutTiming(started: started, previous: previous, traceBegan: traceBegan)
     }
 
     /// The timed callout returned: the watch's record is restored and a slow callout reported.
@@ -193,6 +197,10 @@ extension ThreadRunLoop {
         }
         if flags & HealthFlags.slowCallouts != 0 {
             health.reportIfSlow(kind, item, msgid: msgid, started: timing.started)
+        }
+        if timing.traceBegan != 0 {
+            TraceRecorders.callout(kind, label: item?.label, mode: health.calloutMode, msgid: msgid, thread: owner,
+                                   began: timing.traceBegan, ended: LoopInstant.now.nanoseconds)
         }
     }
 

@@ -9,6 +9,8 @@ import Glibc
 final class Endpoint {
     let fd: Int32
     let pid: Int32
+    /// One record's room, reused: a trace receives many.
+    private var buffer = [UInt8](repeating: 0, count: 8 << 20)
 
     init(pid: Int32) throws {
         self.pid = pid
@@ -63,7 +65,6 @@ final class Endpoint {
             if n == 0 { throw Failure("process \(pid) did not answer in time") }
             if errno != EINTR { throw Failure("poll: \(String(cString: strerror(errno)))") }
         }
-        var buffer = [UInt8](repeating: 0, count: 8 << 20)
         var count = recv(fd, &buffer, buffer.count, 0)
         if count < 0 && errno == ECONNRESET {
             // The endpoint closed with our request unread (it refused us before reading it): the

@@ -57,7 +57,3 @@ enum Monitor {
         return text
     }
 }
-
-enum TraceCommand {
-    static func run(_ arguments: Arguments) throws { throw Failure("trace: not available yet") }
-}

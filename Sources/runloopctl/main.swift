@@ -20,7 +20,7 @@ let usage = """
       runloopctl call NAME MSGID [--text S | --hex H | --file F] [--timeout D]
                                                     send a request to a published name, print the reply
       runloopctl trace PID|NAME [--duration D] -o FILE
-                                                    a Perfetto trace (not implemented yet)
+                                                    a Perfetto trace of D (default 5s), for ui.perfetto.dev
 
     Options:
       --json     machine-readable output (JSON; JSON Lines for monitor)

@@ -301,3 +301,163 @@ struct IntrospectionTests {
         #expect(usage.contains("missing MSGID") && usage.split(separator: "\n").count == 1)
     }
 }
+
+/// Perfetto's own schema for Python (the PyPI package `perfetto` ships `perfetto_trace_pb2`),
+/// installed when missing, as Scripts/install-prerequisites does. Nil when it can be imported;
+/// otherwise why not, even after installing.
+private func perfettoSchemaMissing() -> String? {
+    let probe = ["python3", "-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2"]
+    if runChild("/usr/bin/env", probe, capturing: 2, timeout: .seconds(120))?.exitCode == 0 { return nil }
+    let pip = ["python3", "-m", "pip", "install", "--quiet", "perfetto", "protobuf"]
+    var install = runChild("/usr/bin/env", pip, capturing: 2, timeout: .seconds(600))
+    if install?.exitCode != 0 {
+        // Debian's system Python refuses pip outside a virtual environment (PEP 668) unless told.
+        install = runChild("/usr/bin/env", pip + ["--break-system-packages"], capturing: 2, timeout: .seconds(600))
+    }
+    let again = runChild("/usr/bin/env", probe, capturing: 2, timeout: .seconds(120))
+    return again?.exitCode == 0 ? nil : "pip install perfetto protobuf: \(install?.output ?? "could not run python3"); import: \(again?.output ?? "")"
+}
+
+/// Parses a trace with Perfetto's schema and prints what §3.48 asks of it as JSON: the thread
+/// tracks, the slices with their annotations, the flows' ends, the counter tracks and values.
+/// `intact` says every byte was a field the schema knows (re-encoded without unknown fields, the
+/// trace is as long as the file).
+private let traceSummary = #"""
+import json, sys
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+data = open(sys.argv[1], "rb").read()
+trace = pb.Trace()
+trace.ParseFromString(data)
+trace.DiscardUnknownFields()
+threads, counters, slices, sends, deliveries, values = {}, {}, [], [], [], {}
+for packet in trace.packet:
+    if packet.HasField("track_descriptor"):
+        track = packet.track_descriptor
+        if track.HasField("thread"):
+            threads[str(track.uuid)] = {"tid": track.thread.tid, "name": track.thread.thread_name}
+        if track.HasField("counter"):
+            counters[str(track.uuid)] = track.name
+    if packet.HasField("track_event"):
+        event = packet.track_event
+        if event.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            annotations = {}
+            for annotation in event.debug_annotations:
+                annotations[annotation.name] = annotation.string_value if annotation.HasField("string_value") else annotation.uint_value
+            slices.append({"name": event.name, "track": str(event.track_uuid), "annotations": annotations})
+        for flow in event.flow_ids:
+            sends.append({"flow": flow, "name": event.name})
+        for flow in event.terminating_flow_ids:
+            deliveries.append({"flow": flow, "name": event.name})
+        if event.type == pb.TrackEvent.TYPE_COUNTER:
+            values.setdefault(str(event.track_uuid), []).append(event.counter_value)
+print(json.dumps({"intact": trace.ByteSize() == len(data), "packets": len(trace.packet),
+                  "firstFlags": trace.packet[0].sequence_flags if trace.packet else 0,
+                  "threads": threads, "counters": counters, "slices": slices, "sends": sends,
+                  "deliveries": deliveries, "values": values}))
+"""#
+
+extension IntrospectionTests {
+    @Test("§3.48 runloopctl trace writes a trace Perfetto's schema parses: a track per loop thread, a slice per callout named by its label with kind, mode and msgid, a flow from send to delivery, a counter per port's queue depth")
+    func traceParsesWithPerfettosSchema() throws {
+        let missing = perfettoSchemaMissing()
+        #expect(missing == nil, "\(missing ?? "")")
+        guard missing == nil else { return }
+        let daemon = try Daemon(introspection: true)
+        defer { daemon.stop() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("trace-\(getpid())-\(daemon.pid).pftrace").path
+        defer { unlink(file) }
+        let (tracer, output) = try spawnDaemon(runloopctl, ["trace", String(daemon.pid), "--duration", "1s", "-o", file, "--json"],
+                                               environment: [:], listeningSocket: nil, activationName: "")
+        defer { close(output) }
+        // Requests (each sends 3 messages to the worker's sink, and a reply) until the trace ends.
+        var status: Int32 = 0
+        var calls = 0
+        let hangGuard = ContinuousClock.now + .seconds(120)
+        while waitpid(tracer, &status, WNOHANG) == 0 {
+            guard ContinuousClock.now < hangGuard else { kill(tracer, SIGKILL); Issue.record("trace never ended"); return }
+            let (code, _) = try ctl(["call", daemon.name, "77", "--text", "3"])
+            #expect(code == 0)
+            calls += 1
+        }
+        #expect(status == 0, "runloopctl trace exited with \(status)")
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = read(output, &buffer, buffer.count)
+        let written = try #require(try json(String(decoding: buffer[..<max(n, 0)], as: UTF8.self)) as? [String: Any])
+        #expect(written["file"] as? String == file)
+
+        let parsed = try #require(runChild("/usr/bin/env", ["python3", "-c", traceSummary, file], timeout: .seconds(120)))
+        #expect(parsed.exitCode == 0, "\(parsed.output)")
+        let summary = try #require(try json(parsed.output) as? [String: Any], "\(parsed.output)")
+        // Parsed without an error, every byte a field of the schema; the sequence starts cleared.
+        #expect(summary["intact"] as? Bool == true)
+        #expect((summary["firstFlags"] as? NSNumber)?.intValue == 1)
+        // A track per loop thread, named as the thread is.
+        let threads = try #require(summary["threads"] as? [String: [String: Any]])
+        let worker = try #require(threads.first { $0.value["name"] as? String == "worker" }, "\(threads)")
+        let main = try #require(threads.first { ($0.value["tid"] as? NSNumber)?.int32Value == daemon.pid }, "\(threads)")
+        // The kernel's name of the main thread: the program's, cut at 15 bytes.
+        #expect((main.value["name"] as? String).map { !$0.isEmpty && "IntrospectionHost".hasPrefix($0) } == true)
+        // The requests' callouts on the main thread, the sink's on the worker's: named by the
+        // port's label, with kind, mode and msgid.
+        let slices = try #require(summary["slices"] as? [[String: Any]])
+        let request = try #require(slices.first { $0["name"] as? String == "requests" }, "\(slices.prefix(5))")
+        #expect(request["track"] as? String == main.key)
+        let annotations = try #require(request["annotations"] as? [String: Any])
+        #expect(annotations["kind"] as? String == "port")
+        #expect(annotations["mode"] as? String == ThreadRunLoop.Mode.default.rawValue)
+        #expect((annotations["msgid"] as? NSNumber)?.intValue == 77)
+        let sink = try #require(slices.first { $0["name"] as? String == "sink" })
+        #expect(sink["track"] as? String == worker.key)
+        // A flow from a send to the sink to its delivery.
+        let sends = try #require(summary["sends"] as? [[String: Any]])
+        let deliveries = try #require(summary["deliveries"] as? [[String: Any]])
+        let sentFlows = Set(sends.filter { $0["name"] as? String == "send to sink" }.compactMap { ($0["flow"] as? NSNumber)?.uint64Value })
+        let deliveredFlows = Set(deliveries.filter { $0["name"] as? String == "deliver sink" }.compactMap { ($0["flow"] as? NSNumber)?.uint64Value })
+        #expect(!sentFlows.intersection(deliveredFlows).isEmpty, "sent \(sentFlows), delivered \(deliveredFlows)")
+        // A counter track of each port's queue depth, with values.
+        let counters = try #require(summary["counters"] as? [String: String])
+        let sinkQueue = try #require(counters.first { $0.value == "queue sink" }, "\(counters)")
+        #expect(counters.values.contains("queue requests"))
+        let values = try #require(summary["values"] as? [String: [NSNumber]])
+        #expect(!(values[sinkQueue.key] ?? []).isEmpty)
+        #expect(calls > 0)
+    }
+
+    @Test("§3.48 a trace that stops reading never blocks the daemon: what it could not take is counted and reported as dropped")
+    func slowTraceDrops() throws {
+        let daemon = try Daemon(introspection: true)
+        defer { daemon.stop() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("trace-slow-\(getpid())-\(daemon.pid).pftrace").path
+        defer { unlink(file) }
+        let (tracer, output) = try spawnDaemon(runloopctl, ["trace", String(daemon.pid), "--duration", "1s", "-o", file],
+                                               environment: [:], listeningSocket: nil, activationName: "")
+        defer { close(output) }
+        var text = ""
+        func readToEnd(until marker: String?) -> Bool {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while marker.map({ !text.contains($0) }) ?? true {
+                guard pollReady(output, before: deadline) else { return false }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let n = read(output, &buffer, buffer.count)
+                guard n > 0 else { return marker == nil }
+                text += String(decoding: buffer[..<n], as: UTF8.self)
+            }
+            return true
+        }
+        // Attached (the process acknowledged), then stopped: it reads nothing.
+        #expect(readToEnd(until: "Tracing process"), "\(text)")
+        kill(tracer, SIGSTOP)
+        // 40,000 messages to the worker's sink: 120,000 events (send, delivery, callout), more
+        // than the trace's buffer and socket hold. The daemon answers all the same.
+        let (code, reply) = try ctl(["call", daemon.name, "77", "--text", "40000", "--json"])
+        #expect(code == 0)
+        #expect((try json(reply) as? [String: Any])?["msgid"] as? NSNumber == 78)
+        kill(tracer, SIGCONT)
+        #expect(readToEnd(until: nil), "\(text)")
+        var status: Int32 = 0
+        while waitpid(tracer, &status, 0) < 0 && errno == EINTR {}
+        #expect(status == 0, "\(text)")
+        #expect(text.contains("events dropped"), "\(text)")
+        #expect(FileManager.default.fileExists(atPath: file))
+    }
+}

@@ -99,6 +99,10 @@ final class IntrospectionConnection: @unchecked Sendable {
     private var monitor: MessageMonitor?
     private var drainSource: RunLoopSource?
     private var untoldDrops: UInt64 = 0
+    /// While attached as a trace: its buffer, and whether the peer asked to end it (then the rest
+    /// of the buffer is sent, then `{"end":true}`, then the connection closes).
+    private var trace: TraceRecorder?
+    private var traceEnding = false
 
     init(socket: SeqPacketSocket, serverThread: ThreadID, onClose: @escaping @Sendable () -> Void) {
         self.socket = socket
@@ -116,7 +120,7 @@ final class IntrospectionConnection: @unchecked Sendable {
     }
 
     private func readable(_ events: FileDescriptorSource.Events) {
-        guard monitor != nil else {
+        guard monitor != nil || trace != nil else {
             readRequest()
             return
         }
@@ -131,6 +135,10 @@ final class IntrospectionConnection: @unchecked Sendable {
                 if record.bytes.isEmpty {
                     close()
                     return
+                }
+                if trace != nil {
+                    endTrace()
+                    if closed { return }
                 }
             }
         }
@@ -151,10 +159,48 @@ final class IntrospectionConnection: @unchecked Sendable {
         MessageMonitors.attach(monitor)
     }
 
+    /// `trace`: attaches; from now on every callout of every loop (but this thread's), and every
+    /// message the process's ports send or deliver, is recorded and sent on by `drain`.
+    private func startTracing(on loop: ThreadRunLoop) {
+        let drainSource = RunLoopSource { [self] in drain() }
+        self.drainSource = drainSource
+        loop.add(drainSource, forMode: .default)
+        let trace = TraceRecorder {
+            drainSource.signal()
+            loop.wakeUp()
+        }
+        self.trace = trace
+        let loops = LoopRegistry.loops.filter { $0.owner != serverThread }
+        send(.object([
+            ("tracing", .int(Int(getpid()))),
+            ("command", .string(FileDescriptor.firstLine(ofFile: "/proc/self/comm", capacity: 32))),
+            ("loops", .array(loops.map { loop in
+                .object([("tid", .int(Int(loop.owner.rawValue))), ("thread", .string(loop.threadName)),
+                         ("main", .bool(loop.isMain))])
+            })),
+        ]))
+        TraceRecorders.attach(trace)
+        // The introspection thread's own callouts would record the trace's own draining, whose
+        // record would wake it to drain again: never traced. This callout began untraced.
+        loop.health.setTraced(false, flags: loop.healthFlags)
+    }
+
+    /// The peer asked to end the trace: nothing more is recorded; what was is sent, then the end.
+    private func endTrace() {
+        guard let trace, !traceEnding else { return }
+        traceEnding = true
+        TraceRecorders.detach(trace)
+        drain()
+    }
+
     /// Sends what the monitor's buffer holds, without blocking: when the peer's socket is full,
     /// the rest goes back to the buffer (whose bound counts the overflow as dropped) until the
     /// socket is writable again.
     private func drain() {
+        if trace != nil {
+            drainTrace()
+            return
+        }
         guard let monitor, !closed else { return }
         let (records, dropped) = monitor.take()
         untoldDrops &+= dropped
@@ -169,6 +215,25 @@ final class IntrospectionConnection: @unchecked Sendable {
             if !closed { monitor.putBack(records[index...]) }
             return
         }
+    }
+
+    /// `drain` for a trace: the same, and at the end the end.
+    private func drainTrace() {
+        guard let trace, !closed else { return }
+        let (events, dropped) = trace.take()
+        untoldDrops &+= dropped
+        if untoldDrops > 0 {
+            guard sendOrWait(.object([("dropped", .unsigned(untoldDrops))])) else {
+                trace.putBack(events[...])
+                return
+            }
+            untoldDrops = 0
+        }
+        for (index, event) in events.enumerated() where !sendOrWait(event.json) {
+            if !closed { trace.putBack(events[index...]) }
+            return
+        }
+        if traceEnding, trace.isEmpty, sendOrWait(.object([("end", .bool(true))])) { close() }
     }
 
     /// Sends one record; false when the socket is full (then waits for it to be writable) or the
@@ -217,6 +282,8 @@ final class IntrospectionConnection: @unchecked Sendable {
                 return
             }
             startMonitoring(bytes: bytes, on: ThreadRunLoop.current)
+        case "trace":
+            startTracing(on: ThreadRunLoop.current)
         default:
             answer(error: "unknown request \"\(words.first.map(String.init) ?? "")\"")
         }
@@ -243,6 +310,8 @@ final class IntrospectionConnection: @unchecked Sendable {
         closed = true
         if let monitor { MessageMonitors.detach(monitor) }
         monitor = nil
+        if let trace, !traceEnding { TraceRecorders.detach(trace) }
+        trace = nil
         drainSource?.invalidate()
         drainSource = nil
         source?.invalidate()

@@ -14,6 +14,7 @@ enum LoopRegistry {
             entries.removeAll { $0.loop == nil }
             entries.append(Entry(loop: loop))
         }
+        TraceRecorders.loopRegistered(loop)
     }
 
     /// The live loops, in the order they were created. Any thread; a lock.

@@ -8,9 +8,10 @@ import Glibc
 /// asked, its first bytes) into a bounded buffer per attached monitor, which the introspection
 /// thread drains to the monitor's socket (Guarantees §3.46). With no monitor attached each site
 /// costs one relaxed atomic load; attached, a copy and a lock — never a block and never growth:
-/// what a full buffer cannot take is counted as dropped and reported to the monitor.
+/// what a full buffer cannot take is counted as dropped and reported to the monitor. The same
+/// sites feed `runloopctl trace` (`TraceRecorders`).
 enum MessageMonitors {
-    /// Whether any monitor is attached: the only thing the sites read when none is.
+    /// Whether any monitor or trace is attached: the only thing the sites read when none is.
     static let active = Atomic<Bool>(false)
     private static let attached = Locked<[MessageMonitor]>([])
 
@@ -24,7 +25,15 @@ enum MessageMonitors {
     static func detach(_ monitor: MessageMonitor) {
         attached.withLock { monitors in
             monitors.removeAll { $0 === monitor }
-            active.store(!monitors.isEmpty, ordering: .relaxed)
+            active.store(!monitors.isEmpty || TraceRecorders.isAttached, ordering: .relaxed)
+        }
+    }
+
+    /// Recomputes `active` after a trace attached or detached: under the monitors' lock, so that
+    /// a monitor detaching at the same time cannot store a stale value last. Any thread.
+    static func refreshActive() {
+        attached.withLock { monitors in
+            active.store(!monitors.isEmpty || TraceRecorders.isAttached, ordering: .relaxed)
         }
     }
 
@@ -44,6 +53,7 @@ enum MessageMonitors {
 
     private static func record(_ direction: MonitorRecord.Direction, _ port: MessagePort, msgid: UInt32,
                                components: [MessagePort.Message.Component], hasReply: Bool, sender: MessagePort.Sender?) {
+        TraceRecorders.message(direction, port, msgid: msgid, remote: sender.map { $0.pid != getpid() } ?? false)
         let monitors = attached.withLock { $0 }
         guard !monitors.isEmpty else { return }
         var time = timespec()
