@@ -151,7 +151,8 @@ final class HostileClient: Sendable {
             Result {
                 let client = HostileClient(service: try MessagePort.connect(to: name), reply: try MessagePort(queueLimit: 4096))
                 for key in 1...UInt64(requests) {
-                    try client.service.send(msgid: 1, components: [words(key, rounds)], from: client.reply, timeout: patience)
+                    // A hang guard: a daemon under a sanitizer on a loaded machine reads slowly.
+                    try client.service.send(msgid: 1, components: [words(key, rounds)], from: client.reply, timeout: .seconds(60))
                 }
                 return client
             }
