@@ -42,6 +42,19 @@ private actor Pinned {
     private func modify(_ items: inout [Int], _ body: (inout [Int]) -> Void) { body(&items) }
 }
 
+/// A port on a resident thread that answers each request after a while, so that a caller's
+/// nested run lasts.
+private func slowServer() throws -> (ResidentThread, MessagePort) {
+    let server = ResidentThread(name: uniqueThreadName("iso-srv"))
+    let service = try MessagePort()
+    service.setHandler { request in
+        block(for: .milliseconds(200))
+        try? request.replyPort?.send(msgid: request.msgid, timeout: .seconds(5))
+    }
+    server.runLoop.add(service, forMode: .default)
+    return (server, service)
+}
+
 @Suite("§3.58 actor isolation across nested runs")
 struct ActorIsolationTests {
 
@@ -72,16 +85,8 @@ struct ActorIsolationTests {
 
     @Test("§3.58 a synchronous sendRequest in the default mode inside an actor method runs no other job of that actor")
     func sendRequestInDefaultMode() async throws {
-        let server = ResidentThread(name: uniqueThreadName("iso-srv"))
-        defer { server.stop() }
-        let service = try MessagePort()
-        service.setHandler { request in
-            // Answers after a while, so the caller's nested run lasts.
-            block(for: .milliseconds(200))
-            try? request.replyPort?.send(msgid: request.msgid, timeout: .seconds(5))
-        }
-        server.runLoop.add(service, forMode: .default)
-        defer { service.invalidate() }
+        let (server, service) = try slowServer()
+        defer { service.invalidate(); server.stop() }
         let (interleaved, items) = try await callsInsideNestedRun { _ in
             _ = try? service.sendRequest(msgid: 1, timeout: .seconds(20), replyMode: .default)
         }
@@ -92,15 +97,8 @@ struct ActorIsolationTests {
 
     @Test("§3.58 a synchronous sendRequest in a common mode inside an actor method runs no other job of that actor")
     func sendRequestInACommonMode() async throws {
-        let server = ResidentThread(name: uniqueThreadName("iso-srvc"))
-        defer { server.stop() }
-        let service = try MessagePort()
-        service.setHandler { request in
-            block(for: .milliseconds(200))
-            try? request.replyPort?.send(msgid: request.msgid, timeout: .seconds(5))
-        }
-        server.runLoop.add(service, forMode: .default)
-        defer { service.invalidate() }
+        let (server, service) = try slowServer()
+        defer { service.invalidate(); server.stop() }
         let tracking = ThreadRunLoop.Mode("iso-tracking")
         let (interleaved, items) = try await callsInsideNestedRun { thread in
             thread.runLoop.addCommonMode(tracking)

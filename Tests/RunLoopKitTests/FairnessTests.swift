@@ -49,6 +49,23 @@ private final class LoadedThread: Sendable {
         _ = waitUntil { port.queuedCount >= 32 }
     }
 
+    /// Three times: a while into the load, `trigger()` makes an event due and the test waits
+    /// until `handled` grows; no message of the busy port may begin in between. `what` names
+    /// the event in failures.
+    func expectServedNext(_ what: String, handled: Recorder<ContinuousClock.Instant>,
+                          trigger: () throws -> Void) throws {
+        for _ in 0..<3 {
+            let before = handled.count
+            usleep(120_000)
+            let due = ContinuousClock.now
+            try trigger()
+            #expect(waitUntil { handled.count > before }, "\(what) was not handled under load")
+            let ran = try #require(handled.values.last)
+            let late = messagesBegun(after: due, before: ran)
+            #expect(late == 0, "\(late) messages of the busy port began after \(what) was due and before it was handled")
+        }
+    }
+
     /// Messages whose handler began strictly between `from` and `to`.
     func messagesBegun(after from: ContinuousClock.Instant, before to: ContinuousClock.Instant) -> Int {
         starts.values.count { $0 > from && $0 < to }
@@ -103,16 +120,9 @@ struct FairnessTests {
         loaded.thread.runLoop.add(source, forMode: .default)
         defer { source.invalidate() }
         loaded.start()
-        for _ in 0..<3 {
-            let before = handled.count
-            usleep(120_000)
-            let written = ContinuousClock.now
+        try loaded.expectServedNext("the pipe", handled: handled) {
             var byte: UInt8 = 1
             #expect(write(fds[1], &byte, 1) == 1)
-            #expect(waitUntil { handled.count > before }, "the pipe was not handled under load")
-            let ran = try #require(handled.values.last)
-            let late = loaded.messagesBegun(after: written, before: ran)
-            #expect(late == 0, "\(late) messages began after the pipe became readable and before its handler ran")
         }
     }
 
@@ -149,15 +159,8 @@ struct FairnessTests {
         let proxy = try MessagePort(sendRight: try other.makeSendRight())
         defer { proxy.invalidate() }
         loaded.start()
-        for _ in 0..<3 {
-            let before = delivered.count
-            usleep(120_000)
-            let sent = ContinuousClock.now
+        try loaded.expectServedNext("the connection's message", handled: delivered) {
             try proxy.send(msgid: 2, timeout: .seconds(5))
-            #expect(waitUntil { delivered.count > before }, "the connection's message was not delivered under load")
-            let ran = try #require(delivered.values.last)
-            let late = loaded.messagesBegun(after: sent, before: ran)
-            #expect(late == 0, "\(late) messages of the busy port began before the connection's message")
         }
     }
 
