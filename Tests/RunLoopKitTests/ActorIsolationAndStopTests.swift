@@ -65,15 +65,17 @@ struct ActorIsolationTests {
         defer { thread.stop() }
         let actor = Pinned(thread: thread)
         let entered = Flag()
-        let outer = Task {
+        // Started on the thread's loop, not the concurrency pool, which a loaded test run may
+        // keep busy: the waits below do not depend on it either.
+        let outer = Task(executorPreference: thread.executor) {
             await actor.appendAcrossNestedRun(0) {
                 entered.set()
                 nestedRun(thread)
             }
         }
-        #expect(await eventually { entered.isSet })
+        #expect(await onNewThread { waitUntil { entered.isSet } })
         // Calls of the same actor, queued on the loop while its method is inside a nested run.
-        let others = Task {
+        let others = Task(executorPreference: thread.executor) {
             await withTaskGroup(of: Void.self) { group in
                 for value in 1...10 { group.addTask { await actor.touch(value) } }
             }
@@ -165,8 +167,10 @@ struct StopWithJobsInFlightTests {
         let ping = Ping(thread: thread)
         let pong = Pong(thread: thread)
         let started = Flag()
-        let game = Task { await ping.play(with: pong, rounds: underSanitizer ? 2_000 : 100_000, started: started) }
-        #expect(await eventually { started.isSet })
+        let game = Task(executorPreference: thread.executor) {
+            await ping.play(with: pong, rounds: underSanitizer ? 2_000 : 100_000, started: started)
+        }
+        #expect(await onNewThread { waitUntil { started.isSet } })
         // stop() blocks its caller while the thread drains: not a thread of the concurrency pool.
         await onNewThread { thread.stop() }
         // Every round ran on the thread before it exited: reading the actors now would trap.
@@ -195,7 +199,7 @@ struct StopWithJobsInFlightTests {
                 }
             }
         }
-        #expect(await eventually { started.isSet })
+        #expect(await onNewThread { waitUntil { started.isSet } })
         await onNewThread { thread.stop() }
         #expect(counted.current == calls, "\(counted.current) of \(calls) calls ran before the thread exited")
         await caller.value
