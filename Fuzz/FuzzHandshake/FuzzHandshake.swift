@@ -52,6 +52,8 @@ final class HandshakeTarget: Sendable {
         do {
             owner = try MessagePort()
             try owner.publish(as: ownerName)
+            // Every refused handshake must be reported: the target checks each one (§6).
+            owner.reportEveryRefusal()
         } catch {
             fuzzFailure("cannot publish the owner: \(error)")
         }
@@ -136,6 +138,9 @@ final class HandshakeTarget: Sendable {
                 expected = (.unknownName, .handshakeFailed(.wrongName))
             case .success where claim != nil && claim!.id != geteuid():
                 expected = (.denied, .accessDenied)
+            case .success where claim != nil && claim!.pid != getpid():
+                // Credentials naming another process than the connector's (§3.61).
+                expected = (.denied, .forgedCredentials)
             case .success:
                 expected = (.welcome, nil)
             }

@@ -54,3 +54,11 @@ final class ReportThrottle: Sendable {
         }
     }
 }
+
+extension MessagePort {
+    /// Lets every report of this port's published name through, none rate-limited: for the fuzz
+    /// targets, which check each refusal's report. Package-visible; any thread; a lock.
+    package func reportEveryRefusal() {
+        lock.withLock { state.publication?.reports }?.configure(burst: .max, interval: .zero)
+    }
+}
