@@ -82,11 +82,6 @@ case "serve" where arguments.count > 2:
     while true { _ = ThreadRunLoop.main.run(mode: .default, for: .seconds(3600), returnAfterSourceHandled: false) }
 case "counts":
     _ = ThreadRunLoop.current
-    // A sanitizer's runtime starts a thread of its own with the process's first other thread:
-    // one made and joined first, so that the counts see only introspection's.
-    var first = pthread_t()
-    pthread_create(&first, nil, { _ in nil }, nil)
-    pthread_join(first, nil)
     counts("off")
     try Introspection.enable()
     counts("on")
