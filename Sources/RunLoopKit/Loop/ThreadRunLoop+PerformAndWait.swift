@@ -39,7 +39,7 @@ extension ThreadRunLoop {
 
     /// Queues a block unless the loop's thread has exited; false then. Any thread; a lock and
     /// ``wakeUp()``.
-    private func enqueueBlock(_ pending: PendingBlock) -> Bool {
+    func enqueueBlock(_ pending: PendingBlock) -> Bool {
         let queued = state.withLock { state in
             guard !state.threadExited else { return false }
             state.blocks.append(pending)

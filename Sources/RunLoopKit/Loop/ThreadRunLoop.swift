@@ -188,9 +188,8 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
     /// one of `modes` (`.common`: any common mode), and wakes the loop. A block counts as a
     /// handled source. Any thread; a lock, an array append and `wakeUp()`.
     public func perform(inModes modes: [Mode] = defaultModes, _ block: @escaping @Sendable () -> Void) {
-        let pending = PendingBlock(modes: PendingBlock.Modes(modes), work: .block(block))
-        state.withLock { $0.blocks.append(pending) }
-        blockWasQueued()
+        // A block for a loop whose thread has exited is dropped here: it would never run.
+        _ = enqueueBlock(PendingBlock(modes: PendingBlock.Modes(modes), work: .block(block)))
     }
 
     /// A block or job was appended to `state.blocks`: counted for the passes, and the loop woken.
@@ -455,11 +454,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         pendingBlockCount.subtract(scratch.blocks.count, ordering: .relaxed)
         LoopCounters.add(scratch.blocks.count, to: counters.handledSources)
         while let pending = scratch.blocks.popFirst() {
-            switch pending.work {
-            case .block(let block): callout(.block, nil) { block() }
-            case .job(let job): runActorJob(job)
-            case .taskJob(let job): callout(.job, nil) { executor.runTaskJob(job) }
-            }
+            run(pending)
             if isStopping && !scratch.blocks.isEmpty {
                 requeueBlocks(scratch.blocks)
                 break
@@ -550,12 +545,17 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         stopRequested.load(ordering: .relaxed) || residentStopping.load(ordering: .relaxed)
     }
 
-    /// Runs an actor job of this loop's executor; while it runs, runs nested in it run no other
-    /// actor job (§3.58). Loop thread only.
-    private func runActorJob(_ job: UnownedJob) {
-        actorJobDepth.value += 1
-        defer { actorJobDepth.value -= 1 }
-        callout(.job, nil) { executor.run(job) }
+    /// Runs a block or job as a callout. While an actor job of this loop's executor runs, runs
+    /// nested in it run no other actor job (§3.58). Loop thread only.
+    private func run(_ pending: PendingBlock) {
+        switch pending.work {
+        case .block(let block): callout(.block, nil) { block() }
+        case .job(let job):
+            actorJobDepth.value += 1
+            defer { actorJobDepth.value -= 1 }
+            callout(.job, nil) { executor.run(job) }
+        case .taskJob(let job): callout(.job, nil) { executor.runTaskJob(job) }
+        }
     }
 
     /// Runs every executor job queued on the loop, and those they enqueue, until none is left,
@@ -578,13 +578,7 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
             guard !jobs.isEmpty else { return }
             pendingBlockCount.subtract(jobs.count, ordering: .relaxed)
             LoopCounters.add(jobs.count, to: counters.handledSources)
-            for pending in jobs {
-                switch pending.work {
-                case .job(let job): runActorJob(job)
-                case .taskJob(let job): callout(.job, nil) { executor.runTaskJob(job) }
-                case .block: break
-                }
-            }
+            for pending in jobs { run(pending) }
         }
     }
 
