@@ -74,7 +74,7 @@ let package = Package(
         .executableTarget(name: "runloopctl", dependencies: ["RunLoopKit"], path: "Sources/runloopctl"),
 
         // Swift distributed actors over named ports: the toolchain's Distributed module only.
-        .target(name: "RunLoopKitDistributed", dependencies: ["RunLoopKit"]),
+        .target(name: "RunLoopKitDistributed", dependencies: ["RunLoopKit", "CRunLoopKit"]),
 
         // Adapters to the Swift server ecosystem, each its own product behind its own trait.
         .target(
@@ -132,7 +132,8 @@ let package = Package(
             name: "RunLoopKitTests",
             dependencies: ["RunLoopKit", "PackageTestSupport", "LoopHost", "IntrospectionHost", "runloopctl",
                            "ResidentThreadsExample",
-                           "PortsAndMessagesExample", "CrossProcessExample", "ConcurrencyExample", "ComingFromCFExample"]
+                           "PortsAndMessagesExample", "CrossProcessExample", "ConcurrencyExample", "ComingFromCFExample",
+                           "ComingFromCFThreadsExample"]
         ),
         // What several test targets share: reading the package's files, waiting on a thread of
         // its own, spawning, and a notify socket that stands in for systemd's.
@@ -141,6 +142,8 @@ let package = Package(
         // DocumentationExampleTests checks that the two match and runs the program.
         .executableTarget(name: "ComingFromCFExample", dependencies: ["RunLoopKit"],
                           path: "Tests/DocExamples/ComingFromCF"),
+        .executableTarget(name: "ComingFromCFThreadsExample", dependencies: ["RunLoopKit"],
+                          path: "Tests/DocExamples/ComingFromCFThreads"),
         .executableTarget(name: "ResidentThreadsExample", dependencies: ["RunLoopKit"],
                           path: "Tests/DocExamples/ResidentThreads"),
         .executableTarget(name: "PortsAndMessagesExample", dependencies: ["RunLoopKit"],
@@ -254,8 +257,9 @@ if !coreOnly {
             ]
         ),
 
-        // Benchmarks: C peers (eventfd, ring + eventfd, socketpair, sd-event, sd-bus) and the
-        // Swift harness, which also times the gRPC bridge (xhost) when built with the GRPC trait.
+        // Benchmarks: C peers (eventfd, ring + eventfd, socketpair, sd-event, sd-bus, memfd) and the
+        // Swift harness, which also times the gRPC bridge (xhost) when built with the GRPC trait
+        // and trace context when built with the Tracing trait.
         .target(name: "CBenchmarkPeers", dependencies: ["CSystemd"], path: "Benchmarks/CBenchmarkPeers"),
         .executableTarget(
             name: "Benchmarks",
@@ -264,6 +268,8 @@ if !coreOnly {
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .target(name: "RunLoopKitGRPC", condition: .when(traits: ["GRPC"])),
+                .target(name: "RunLoopKitTracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
                 .product(name: "GRPCCore", package: "grpc-swift-2", condition: .when(traits: ["GRPC"])),
                 .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport",
                          condition: .when(traits: ["GRPC"])),

@@ -31,6 +31,11 @@ enum Workload: String, CaseIterable, Sendable {
     /// Scale row: RunLoopKit's `xprocess` carrying 8 B up to the largest DATA component a
     /// frame holds (65,512 bytes).
     case xpayloads
+    /// A Data of 64 KiB, 1 MiB, 16 MiB and 256 MiB to another process and an 8-byte
+    /// acknowledgement back, the receiver reading the first and last byte: RunLoopKit's sealed
+    /// memory against the C memfd floor, a SOCK_STREAM copy and sd-bus; also the bisection of
+    /// `inlineDataLimit` (see `LargeData`). Its rows are points per size, in a table of their own.
+    case xlarge
     /// Scale row: 1, 16 and 256 pairs of resident threads, each pair ping-ponging at once.
     case threads
     /// Adding then removing N items of one mode in random order, from 1 and from 8 threads:
@@ -65,19 +70,24 @@ enum Workload: String, CaseIterable, Sendable {
     /// bars: how a cost grows with payload size or thread count.
     var isScale: Bool { self == .payloads || self == .xpayloads || self == .threads }
 
+    /// Rows of a point per message size, in a table of their own, read by bars (`xlarge`).
+    var isSized: Bool { self == .xlarge }
+
     /// Every ratio is relative to this peer in the same workload and regime: the C
     /// eventfd peers between threads, the C SEQPACKET socketpair between processes
     /// (the cross-process bar; there is no eventfd row there).
     /// The async workloads keep the C eventfd rows as theirs: an actor hop to another thread
     /// is a two-thread round trip, an async stream a bounded one-way stream. `idle` keeps the
-    /// ping-pong's; `fanin`'s is the C ring's four-sender variant (`bench_ring_fanin`). The
-    /// scale rows and churn have no peer: their points are read against each other.
+    /// ping-pong's; `fanin`'s is the C ring's four-sender variant (`bench_ring_fanin`); `xlarge`'s
+    /// the C memfd floor. The scale rows and churn have no peer: their points are read against
+    /// each other.
     var baseline: Peer {
         switch self {
         case .pingpong, .idle, .throughput, .fanin, .perform, .actorhop, .asyncstream: .cEventfd
         case .xprocess: .cSocketpair
         case .churn, .payloads, .xpayloads, .threads: .runLoopKit
         case .xhost, .xhostrate: .grpcEcho
+        case .xlarge: .cMemfd
         }
     }
 }
@@ -155,12 +165,34 @@ enum Peer: String, CaseIterable, Sendable {
     /// call per pass, each message owned) instead of a handler — reported beside the bar, which
     /// reads the handler's row.
     case runLoopKitBatch = "RunLoopKit batch"
+    /// Ping-pong and throughput, a reference: RunLoopKit with `Introspection` enabled and no
+    /// tool attached, read against the plain RunLoopKit row by the introspection bar.
+    case runLoopKitIntrospection = "RunLoopKit + introspection"
+    /// Throughput only, a reference: the stream with a `runloopctl monitor` client attached.
+    case runLoopKitMonitored = "RunLoopKit + monitor"
+    /// Ping-pong and throughput, a reference (Tracing trait): `PortTracing` installed and no
+    /// context current at the send, read against plain RunLoopKit by the tracing bar.
+    case runLoopKitTracing = "RunLoopKit + tracing"
+    /// Ping-pong only, a reference (Tracing trait): every message sent within a trace context,
+    /// which the instrument injects and each handler runs within.
+    case runLoopKitTraceContext = "RunLoopKit + trace context"
+    /// xlarge only, the floor: a sealed memfd passed with SCM_RIGHTS (see `bench_memfd_xlarge_open`).
+    case cMemfd = "C memfd + SCM_RIGHTS"
+    /// xlarge only: the bytes copied through a SOCK_STREAM socketpair (see `bench_stream_xlarge_open`).
+    case cStreamCopy = "C SOCK_STREAM copy"
+    /// xlarge only: RunLoopKit sending a Data made per message with `SealedMemory.data(count:initializingWith:)`
+    /// (the plain RunLoopKit row sends an ordinary Data, which the transport copies into sealed memory).
+    case runLoopKitSealedMemory = "RunLoopKit SealedMemory"
+    /// xlarge only: the bisection of `inlineDataLimit`, RunLoopKit's inline and sealed paths at
+    /// sizes around it, alternating in one process (see `LargeData.bisectionSizes`).
+    case runLoopKitInlineBisection = "RunLoopKit inline vs sealed"
 
     /// A reference row (a floor to read the others against), not a peer being compared.
     var isReference: Bool {
         switch self {
         case .swiftRing, .componentRing, .cSocketpairEpoll, .cSocketpairEpollCredentials, .cSocketpairEpollPidfd,
-             .cFutex, .cEventfdEpoll, .grpcEchoDefaults, .runLoopKitHealth: true
+             .cFutex, .cEventfdEpoll, .grpcEchoDefaults, .runLoopKitHealth, .runLoopKitIntrospection, .runLoopKitMonitored,
+             .runLoopKitTracing, .runLoopKitTraceContext: true
         default: false
         }
     }
@@ -188,17 +220,22 @@ struct BenchmarkCase: Hashable, Sendable, CustomStringConvertible {
 
     /// The configuration this row is measured in alternation with, in the same process
     /// (`Interleaved`), for a bar that compares the two: RunLoopKit without its loop-health
-    /// hooks for the loop-health rows, RunLoopKit's one-sender stream for its fan-in row and for
+    /// hooks for the loop-health rows, without introspection for the introspection rows, RunLoopKit's one-sender stream for its fan-in row and for
     /// the Swift Data ring's row, and the C floor a cross-process bar reads against: the C
     /// socketpair + epoll + credentials loop for xprocess, the sd-bus peer-to-peer call for
-    /// xnamed (each in its own child processes, as the row's). Nil for every other row.
+    /// xnamed (each in its own child processes, as the row's), the C memfd floor for RunLoopKit's
+    /// xlarge rows (a C peer kept across the row's segments: `LargeData`). Nil for every other row.
     var interleavedReference: BenchmarkCase? {
         switch (workload, peer) {
-        case (_, .runLoopKitHealth): BenchmarkCase(workload: workload, peer: .runLoopKit, regime: regime)
+        case (_, .runLoopKitHealth), (_, .runLoopKitIntrospection), (_, .runLoopKitMonitored), (_, .runLoopKitTracing),
+             (_, .runLoopKitTraceContext):
+            BenchmarkCase(workload: workload, peer: .runLoopKit, regime: regime)
         case (.fanin, .runLoopKit), (.throughput, .swiftRing):
             BenchmarkCase(workload: .throughput, peer: .runLoopKit, regime: regime)
         case (.xprocess, .runLoopKit): BenchmarkCase(workload: .xprocess, peer: .cSocketpairEpollCredentials, regime: regime)
         case (.xprocess, .runLoopKitNamed): BenchmarkCase(workload: .xprocess, peer: .cSdBus, regime: regime)
+        case (.xlarge, .runLoopKit), (.xlarge, .runLoopKitSealedMemory):
+            BenchmarkCase(workload: .xlarge, peer: .cMemfd, regime: regime)
         default: nil
         }
     }

@@ -24,7 +24,7 @@ struct CaseResult: Sendable {
     var rssGrowthBytes: Int64?
     // Churn rows; nil for the others. `messages` and the allocations count its operations.
     var churn: [ChurnPoint]?
-    // Scale rows; nil for the others.
+    // Scale and xlarge rows (a point per size); nil for the others.
     var scale: [ScalePoint]?
     // Every row.
     var messages: Int
@@ -83,6 +83,11 @@ struct CaseResult: Sendable {
         peakRSSBytes = Self.peakRSS()
     }
 
+    /// The scale or xlarge point of `parameter` (a size in bytes, or a number of pairs), if measured.
+    func point(_ parameter: Int) -> ScalePoint? {
+        scale?.first { $0.parameter == parameter }
+    }
+
     /// The churn point of `items` items and `threads` threads, if measured.
     func churn(items: Int, threads: Int) -> ChurnPoint? {
         churn?.first { $0.items == items && $0.threads == threads }
@@ -113,10 +118,13 @@ struct CaseResult: Sendable {
                         + (point.instructionsPerOperation.map { ":\($0)" } ?? "")
                 }.joined(separator: ",")
             }),
-            // parameter : p50 : p99 : round trips per second : allocs : bytes, comma-separated
+            // parameter : p50 : p99 : round trips per second : allocs : bytes [: reference p50 : beside p50]
+            // ("-" where absent), comma-separated
             ("scale", scale.map { points in
-                points.map {
-                    "\($0.parameter):\($0.p50):\($0.p99):\($0.roundTripsPerSecond):\($0.allocationsPerMessage):\($0.bytesPerMessage)"
+                points.map { point in
+                    "\(point.parameter):\(point.p50):\(point.p99):\(point.roundTripsPerSecond):\(point.allocationsPerMessage):\(point.bytesPerMessage)"
+                        + (point.referenceP50 == nil && point.besideP50 == nil ? ""
+                           : ":" + [point.referenceP50, point.besideP50].map { $0.map { "\($0)" } ?? "-" }.joined(separator: ":"))
                 }.joined(separator: ",")
             }),
         ]
@@ -161,11 +169,13 @@ struct CaseResult: Sendable {
         scale = values["scale"].map { text in
             text.split(separator: ",").compactMap { point in
                 let parts = point.split(separator: ":")
-                guard parts.count == 6, let parameter = Int(parts[0]), let p50 = Double(parts[1]),
+                guard parts.count == 6 || parts.count == 8, let parameter = Int(parts[0]), let p50 = Double(parts[1]),
                       let p99 = Double(parts[2]), let rate = Double(parts[3]),
                       let allocations = Double(parts[4]), let bytes = Double(parts[5]) else { return nil }
                 return ScalePoint(parameter: parameter, p50: p50, p99: p99, roundTripsPerSecond: rate,
-                                  allocationsPerMessage: allocations, bytesPerMessage: bytes)
+                                  allocationsPerMessage: allocations, bytesPerMessage: bytes,
+                                  referenceP50: parts.count == 8 ? Double(parts[6]) : nil,
+                                  besideP50: parts.count == 8 ? Double(parts[7]) : nil)
             }
         }
         self.messages = messages

@@ -236,8 +236,11 @@ enum Chart {
             switch peer {
             case .runLoopKit: fill = "#c4302b"
             case .runLoopKitNamed, .runLoopKitAsyncSend, .runLoopKitOneSource, .runLoopKitTenfold, .runLoopKitHealth,
-                 .runLoopKitBatch, .runLoopKitDistributed, .runLoopKitDistributedPinned: fill = "#e8908c"
-            case .cEventfd, .cSocketpair, .cSdEvent, .cSdBus, .cSdBusBroker, .grpcEcho: fill = baseline ? "#555555" : "#999999"
+                 .runLoopKitIntrospection, .runLoopKitMonitored, .runLoopKitTracing, .runLoopKitTraceContext,
+                 .runLoopKitBatch, .runLoopKitDistributed, .runLoopKitDistributedPinned, .runLoopKitSealedMemory,
+                 .runLoopKitInlineBisection: fill = "#e8908c"
+            case .cEventfd, .cSocketpair, .cSdEvent, .cSdBus, .cSdBusBroker, .grpcEcho, .cMemfd, .cStreamCopy:
+                fill = baseline ? "#555555" : "#999999"
             case .dispatch: fill = "#e69f00"
             case .nio: fill = "#009e73"
             case .foundation: fill = "#7b5aa6"

@@ -20,17 +20,27 @@ enum Interleaved {
     static func measure<Plan: SegmentablePlan, Measurement: JoinableMeasurement>(
         _ plan: Plan, _ measure: (Plan, _ reference: Bool) -> Measurement
     ) -> (row: Measurement, reference: Measurement) {
+        let joined = self.measure(plan, configurations: 2) { segment, configuration in measure(segment, configuration == 0) }
+        return (joined[1], joined[0])
+    }
+
+    /// Runs `measure` `configurations` × `segments` times on 1/`segments` of `plan` each, for
+    /// configurations 0, 1, … n−1, then n−1, … 1, 0, and so on (for two: 0 1 1 0 0 1 …), so that
+    /// a drift across the run weighs on all alike; returns each configuration's segments joined,
+    /// by configuration. Fewer segments suit runs whose every round is long (xlarge's 256 MiB).
+    static func measure<Plan: SegmentablePlan, Measurement: JoinableMeasurement>(
+        _ plan: Plan, configurations: Int, segments: Int = segments,
+        _ measure: (Plan, _ configuration: Int) -> Measurement
+    ) -> [Measurement] {
         let segment = plan.segment(of: segments)
-        var row: [Measurement] = []
-        var reference: [Measurement] = []
-        for index in 0..<2 * segments {
-            if (index + 1) / 2 % 2 == 0 {
-                reference.append(measure(segment, true))
-            } else {
-                row.append(measure(segment, false))
+        var parts = Array(repeating: [Measurement](), count: configurations)
+        for block in 0..<segments {
+            for step in 0..<configurations {
+                let configuration = block % 2 == 0 ? step : configurations - 1 - step
+                parts[configuration].append(measure(segment, configuration))
             }
         }
-        return (Measurement(joining: row), Measurement(joining: reference))
+        return parts.map(Measurement.init(joining:))
     }
 }
 

@@ -6,9 +6,13 @@ import Foundation
 /// "p50_us", "p99_us", "p999_us", "mean_us", "msgs_per_s", "ratio_to_c", "baseline",
 /// "allocs_per_msg", "bytes_per_msg", "same_cpu_share", "samples", "messages",
 /// "peak_rss_bytes", "rss_growth_bytes", "reference_p50_us", "reference_msgs_per_s"}], "references": [same shape], "scale": [{"workload",
-/// "regime", "point", "p50_us", "p99_us", "round_trips_per_s", "allocs_per_msg", "bytes_per_msg"}], "churn": [{"regime",
-/// "items", "threads", "ns_per_op", "instructions_per_op"}], "bars": [{"bar", "met", "detail"}]}`. A scale point is
-/// a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs (`threads`).
+/// "regime", "point", "p50_us", "p99_us", "round_trips_per_s", "allocs_per_msg", "bytes_per_msg"}], "xlarge": [{"peer",
+/// "regime", "bytes", "p50_us", "p99_us", "reference_p50_us", "beside_p50_us", "allocs_per_msg", "bytes_per_msg"}],
+/// "churn": [{"regime", "items", "threads", "ns_per_op", "instructions_per_op"}], "bars": [{"bar", "met", "detail"}]}`.
+/// A scale point is a payload size in bytes (`payloads`, `xpayloads`) or a number of thread pairs
+/// (`threads`). An xlarge point's `reference_p50_us` is the C memfd floor measured in alternation
+/// with it (for the bisection row, the inline path), `beside_p50_us` the third configuration of
+/// that alternation (memcpy of N; for the bisection, a SealedMemory Data).
 /// `Chart` reads this shape back (`--from-json`). `references` holds the rows of reference peers
 /// (`Peer.isReference`: the Swift Data and [Component] rings, C futex, C eventfd + epoll,
 /// C socketpair + epoll with and without credentials), kept out of `results` so that `results` names only the peers the
@@ -41,15 +45,25 @@ enum JSONReport {
                 ("reference_msgs_per_s", number(r.referenceMessagesPerSecond)),
             ])
         }
-        let rows = report.results.filter { !$0.benchmarkCase.workload.isScale }
+        let rows = report.results.filter { !$0.benchmarkCase.workload.isScale && !$0.benchmarkCase.workload.isSized }
         let results = rows.filter { !$0.benchmarkCase.peer.isReference }.map(row)
         let references = rows.filter { $0.benchmarkCase.peer.isReference }.map(row)
-        let scale = report.results.flatMap { result in
+        let scale = report.results.filter { $0.benchmarkCase.workload.isScale }.flatMap { result in
             (result.scale ?? []).map { point in
                 object([("workload", string(result.benchmarkCase.workload.rawValue)),
                         ("regime", string(result.benchmarkCase.regime.rawValue)),
                         ("point", "\(point.parameter)"), ("p50_us", number(point.p50)), ("p99_us", number(point.p99)),
                         ("round_trips_per_s", number(point.roundTripsPerSecond)),
+                        ("allocs_per_msg", number(point.allocationsPerMessage)),
+                        ("bytes_per_msg", number(point.bytesPerMessage))])
+            }
+        }
+        let largeData = report.results.filter { $0.benchmarkCase.workload.isSized }.flatMap { result in
+            (result.scale ?? []).map { point in
+                object([("peer", string(result.benchmarkCase.peer.rawValue)),
+                        ("regime", string(result.benchmarkCase.regime.rawValue)),
+                        ("bytes", "\(point.parameter)"), ("p50_us", number(point.p50)), ("p99_us", number(point.p99)),
+                        ("reference_p50_us", number(point.referenceP50)), ("beside_p50_us", number(point.besideP50)),
                         ("allocs_per_msg", number(point.allocationsPerMessage)),
                         ("bytes_per_msg", number(point.bytesPerMessage))])
             }
@@ -70,6 +84,7 @@ enum JSONReport {
             ("results", "[\n    " + results.joined(separator: ",\n    ") + "\n  ]"),
             ("references", "[\n    " + references.joined(separator: ",\n    ") + "\n  ]"),
             ("scale", "[\n    " + scale.joined(separator: ",\n    ") + "\n  ]"),
+            ("xlarge", "[\n    " + largeData.joined(separator: ",\n    ") + "\n  ]"),
             ("churn", "[\n    " + churn.joined(separator: ",\n    ") + "\n  ]"),
             ("bars", "[\n    " + barObjects.joined(separator: ",\n    ") + "\n  ]"),
         ], top: true) + "\n"

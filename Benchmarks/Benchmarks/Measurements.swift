@@ -68,7 +68,8 @@ struct ChurnPoint: Sendable, Equatable {
 }
 
 /// One point of a scale row (`Workload.isScale`): the payload size in bytes (`payloads`,
-/// `xpayloads`) or the number of ping-ponging thread pairs (`threads`).
+/// `xpayloads`) or the number of ping-ponging thread pairs (`threads`); or of an `xlarge` row,
+/// a message size in bytes.
 struct ScalePoint: Sendable, Equatable {
     var parameter: Int
     /// Round-trip percentiles in microseconds, over every pair's samples.
@@ -80,6 +81,12 @@ struct ScalePoint: Sendable, Equatable {
     /// shows here as its size in bytes.
     var allocationsPerMessage: Double
     var bytesPerMessage: Double
+    /// xlarge, a point measured in alternation (`Interleaved`): the p50 of the configuration its
+    /// bar reads against — the C memfd floor, or for the bisection the inline path.
+    var referenceP50: Double? = nil
+    /// xlarge: the p50 of a third configuration in the same alternation — memcpy of N beside the
+    /// ordinary Data, the SealedMemory Data in the bisection.
+    var besideP50: Double? = nil
 }
 
 /// What a scale row hands back: every point, and the counters of all its windows.

@@ -21,6 +21,9 @@ struct Options: Sendable {
     /// Set in the responder process of RunLoopKit's `xprocess` case (hidden, like
     /// `--run-case`): it only echoes (see `RunLoopKitPeer.serveCrossProcessEcho`).
     var crossProcessEcho: CrossProcessEcho?
+    /// Set in the responder process of RunLoopKit's `xlarge` rows (hidden): it only acknowledges
+    /// (see `LargeData.serveEcho`).
+    var largeDataEcho: LargeDataEcho?
     /// Set in the responder process of the distributed-call row (hidden): it only publishes
     /// its actor (see `DistributedCalls.serve`).
     var distributedEcho: DistributedEcho?
@@ -43,6 +46,14 @@ struct Options: Sendable {
         /// `--xprocess-echo-bytes N` after either form: the `xpayloads` row's block size
         /// (pings carry one block and their sequence number as the msgid).
         var payloadBytes: Int?
+    }
+
+    /// `--xlarge-echo SEND_RIGHT CELL`: descriptors the xlarge responder inherited.
+    struct LargeDataEcho: Sendable {
+        /// A send right to the initiator's port.
+        var sendRight: Int32
+        /// The memfd of the `bench_responder_cell` shared with the initiator.
+        var cellDescriptor: Int32
     }
 
     /// `--distributed-echo NAME CELL`: publish the benchmark's distributed actor as NAME.
@@ -126,6 +137,12 @@ struct Options: Sendable {
                     throw UsageError(description: "--xprocess-echo needs two descriptors")
                 }
                 options.crossProcessEcho = CrossProcessEcho(initiator: .sendRight(sendRight), cellDescriptor: cell)
+            case "--xlarge-echo":
+                guard let sendRight = Int32(try value(for: argument)), let cell = Int32(try value(for: argument)),
+                      sendRight >= 0, cell >= 0 else {
+                    throw UsageError(description: "--xlarge-echo needs two descriptors")
+                }
+                options.largeDataEcho = LargeDataEcho(sendRight: sendRight, cellDescriptor: cell)
             case "--xprocess-echo-named":
                 let name = try value(for: argument)
                 guard let cell = Int32(try value(for: argument)), cell >= 0 else {

@@ -8,8 +8,10 @@ struct Plans: Sendable {
     var latency: LatencyPlan
     var stream: StreamPlan
     var churn: ChurnPlan
+    var largeData: LargeDataPlan
 
     init(options: Options) {
+        largeData = LargeDataPlan(quick: options.quick)
         if options.quick {
             latency = LatencyPlan(warmup: 500, capacity: 50_000, budget: .milliseconds(120))
             stream = StreamPlan(warmup: 5_000, maxMessages: options.streamMessages ?? 300_000,
@@ -75,8 +77,14 @@ struct Plans: Sendable {
 
     /// `caseTimeout`, and for the churn case the two callgrind runs it starts besides its timed
     /// windows (each a few tens of seconds: valgrind reads the whole executable's symbols).
+    /// For an xlarge row, its plan's budgets (up to three configurations in alternation) and the
+    /// 256 MiB buffers it fills, with room for a slow host.
     func caseTimeout(for benchmarkCase: BenchmarkCase) -> Duration {
-        benchmarkCase.workload == .churn ? caseTimeout + .seconds(120) : caseTimeout
+        switch benchmarkCase.workload {
+        case .churn: caseTimeout + .seconds(120)
+        case .xlarge: caseTimeout + largeData.budget * 3 * 3
+        default: caseTimeout
+        }
     }
 }
 
@@ -125,5 +133,61 @@ extension Duration {
     var nanoseconds: UInt64 {
         let (seconds, attoseconds) = components
         return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}
+
+/// The xlarge workload (`LargeData`): per message size, the run of one configuration, and into
+/// how many segments it is cut when configurations alternate (`Interleaved`). A round of 256 MiB
+/// that is copied takes about a tenth of a second, so the large sizes get a few dozen rounds and
+/// a few segments, the small ones thousands and more.
+struct LargeDataPlan: Sendable {
+    struct Size: Sendable {
+        var bytes: Int
+        var plan: LargeDataSegmentPlan
+        var segments: Int
+    }
+
+    var sizes: [Size]
+    /// Each point of the `inlineDataLimit` bisection (`LargeData.bisectionSizes`).
+    var bisection: Size
+
+    init(quick: Bool) {
+        func size(_ bytes: Int, warmup: Int, rounds: Int, _ budget: Duration, segments: Int) -> Size {
+            Size(bytes: bytes, plan: LargeDataSegmentPlan(LatencyPlan(warmup: warmup, capacity: rounds, budget: budget)),
+                 segments: segments)
+        }
+        if quick {
+            sizes = [size(64 << 10, warmup: 20, rounds: 300, .milliseconds(50), segments: 4),
+                     size(1 << 20, warmup: 8, rounds: 100, .milliseconds(50), segments: 4),
+                     size(16 << 20, warmup: 2, rounds: 16, .milliseconds(100), segments: 2),
+                     size(256 << 20, warmup: 2, rounds: 4, .milliseconds(300), segments: 2)]
+            bisection = size(0, warmup: 20, rounds: 300, .milliseconds(40), segments: 4)
+        } else {
+            sizes = [size(64 << 10, warmup: 160, rounds: 4_000, .milliseconds(400), segments: 16),
+                     size(1 << 20, warmup: 32, rounds: 1_000, .milliseconds(400), segments: 16),
+                     size(16 << 20, warmup: 8, rounds: 200, .milliseconds(800), segments: 8),
+                     size(256 << 20, warmup: 4, rounds: 32, .milliseconds(2_500), segments: 4)]
+            bisection = size(0, warmup: 160, rounds: 4_000, .milliseconds(300), segments: 16)
+        }
+    }
+
+    /// One configuration's budget over every size and the bisection.
+    var budget: Duration {
+        sizes.reduce(Duration.zero) { $0 + $1.plan.latency.budget } + bisection.plan.latency.budget * LargeData.bisectionSizes.count
+    }
+}
+
+/// A latency plan cut into segments that keep one warm-up round each (a `LatencyPlan` segment
+/// keeps 100, which at 256 MiB would be ten seconds): xlarge's configurations share one
+/// long-lived connection each, so a segment only has to take the switch from the other
+/// configuration out of its samples.
+struct LargeDataSegmentPlan: SegmentablePlan, Sendable {
+    var latency: LatencyPlan
+
+    init(_ latency: LatencyPlan) { self.latency = latency }
+
+    func segment(of count: Int) -> LargeDataSegmentPlan {
+        LargeDataSegmentPlan(LatencyPlan(warmup: max(latency.warmup / count, 1), capacity: max(latency.capacity / count, 1),
+                                         budget: latency.budget / count))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopKit
 
 /// The human-readable table: one row per case, every peer side by side.
 enum Table {
@@ -61,13 +62,15 @@ enum Table {
         lines.append("")
         lines.append(row(columns.map(\.title)))
         var previousGroup: (Workload, Regime)?
-        for result in report.results where !result.benchmarkCase.workload.isScale {
+        for result in report.results where !result.benchmarkCase.workload.isScale && !result.benchmarkCase.workload.isSized {
             let group = (result.benchmarkCase.workload, result.benchmarkCase.regime)
             if let previousGroup, previousGroup != group { lines.append("") }
             previousGroup = group
             lines.append(row(columns.map { $0.value(report, result) }))
         }
         lines += scaleLines(report)
+        lines += largeDataLines(report)
+        lines += bisectionLines(report)
         lines += churnLines(report)
         return lines.joined(separator: "\n")
     }
@@ -75,7 +78,7 @@ enum Table {
     /// The scale rows, one line per point: p50 and p99 of a round trip, round trips per
     /// second (all pairs together for `threads`), and p50 over the row's first point.
     private static func scaleLines(_ report: Report) -> [String] {
-        let rows = report.results.filter { $0.scale != nil }
+        let rows = report.results.filter { $0.scale != nil && $0.benchmarkCase.workload.isScale }
         guard !rows.isEmpty else { return [] }
         let widths = [9, 8, 10, 9, 9, 13, 7, 10, 9]
         func cells(_ values: [String]) -> String {
@@ -108,6 +111,123 @@ enum Table {
             }
         }
         return lines
+    }
+
+    /// The xlarge rows, one line per size and peer: the interleaved rows' ×floor against the floor
+    /// measured in alternation with them (its p50 in the `floor µs` column), the others' against
+    /// the C memfd row; under the ordinary Data, the memcpy measured in the same alternation and
+    /// the sum its bar reads.
+    private static func largeDataLines(_ report: Report) -> [String] {
+        let rows = report.results.filter { $0.benchmarkCase.workload == .xlarge && $0.benchmarkCase.peer != .runLoopKitInlineBisection }
+        guard !rows.isEmpty else { return [] }
+        let widths = [8, 8, 32, 10, 10, 7, 10, 10, 9]
+        func cells(_ values: [String]) -> String {
+            zip(widths, values).enumerated().map { index, pair in
+                let padding = String(repeating: " ", count: max(pair.0 - pair.1.count, 0))
+                return index < 3 ? pair.1 + padding : padding + pair.1
+            }.joined(separator: "  ")
+        }
+        var lines = ["", """
+            xlarge: a Data of N bytes to another process and an 8-byte acknowledgement; the receiver \
+            reads the first and last byte. C memfd + SCM_RIGHTS is the floor: per message memfd_create, \
+            the two bytes written through a shared mapping, F_ADD_SEALS, sendmsg with SCM_RIGHTS; the \
+            receiver checks size and seals, maps, reads, unmaps, closes, acknowledges. RunLoopKit \
+            SealedMemory makes each message's Data with SealedMemory.data (inside the round, as the \
+            floor's create, write and seal are); RunLoopKit sends one ordinary Data, which the transport \
+            copies into new sealed memory. Both alternate with the floor in one process: their ×floor is \
+            p50 ÷ that floor's p50 (floor µs); the other rows' is p50 ÷ the C memfd row's. memcpy of N \
+            (into new memory) alternates with the ordinary Data too. sd-bus: Take(t, t, ay) -> t, p2p.
+            """]
+        lines.append(cells(["regime", "size", "peer", "p50 µs", "p99 µs", "×floor", "floor µs", "allocs/msg", "B/msg"]))
+        let regimes = Regime.allCases.filter { regime in rows.contains { $0.benchmarkCase.regime == regime } }
+        for regime in regimes {
+            let regimeRows = rows.filter { $0.benchmarkCase.regime == regime }
+            let floorRow = regimeRows.first { $0.benchmarkCase.peer == .cMemfd }
+            let sizes = Array(Set(regimeRows.flatMap { $0.scale ?? [] }.map(\.parameter))).sorted()
+            for size in sizes {
+                var label = bytes(size)
+                for result in regimeRows {
+                    guard let point = result.point(size) else { continue }
+                    let floor = point.referenceP50 ?? floorRow?.point(size)?.p50
+                    lines.append(cells([regime.rawValue, label, result.benchmarkCase.peer == .runLoopKit ? "RunLoopKit (ordinary Data)" : result.benchmarkCase.peer.rawValue,
+                                        micros(point.p50), micros(point.p99),
+                                        floor.map { String(format: "%.2f", point.p50 / $0) } ?? "—",
+                                        point.referenceP50.map { micros($0) } ?? "",
+                                        String(format: "%.2f", point.allocationsPerMessage),
+                                        String(format: "%.0f", point.bytesPerMessage)]))
+                    label = ""
+                    if let copy = point.besideP50, let floor = point.referenceP50 {
+                        lines.append(cells(["", "", "  memcpy of N (alternating)", micros(copy), "", "", "", "", ""]))
+                        lines.append(cells(["", "", "  floor + memcpy", micros(floor + copy), "",
+                                            String(format: "%.2f", point.p50 / (floor + copy)), "", "", ""]))
+                    }
+                }
+            }
+        }
+        return lines
+    }
+
+    /// The bisection of `inlineDataLimit`: per size, the inline path against the sealed path (the
+    /// same ordinary Data, copied into sealed memory at the send) and a SealedMemory Data, and
+    /// from which size on each sealed path is no slower.
+    private static func bisectionLines(_ report: Report) -> [String] {
+        let rows = report.results.filter { $0.benchmarkCase.workload == .xlarge && $0.benchmarkCase.peer == .runLoopKitInlineBisection }
+        guard !rows.isEmpty else { return [] }
+        let widths = [8, 9, 7, 11, 14, 9, 16, 9]
+        func cells(_ values: [String]) -> String {
+            zip(widths, values).enumerated().map { index, pair in
+                let padding = String(repeating: " ", count: max(pair.0 - pair.1.count, 0))
+                return index < 1 ? pair.1 + padding : padding + pair.1
+            }.joined(separator: "  ")
+        }
+        var lines = ["", """
+            inlineDataLimit bisection (RunLoopKit, two processes): at each size the same ordinary Data \
+            sent inline (the frame holds it) and as sealed memory (copied into a new memfd at the send), \
+            and a SealedMemory Data made per message, alternating in one process; p50 µs of a round \
+            trip with an 8-byte acknowledgement. The limit is \(MessagePort.inlineDataLimit) bytes.
+            """]
+        lines.append(cells(["regime", "Data B", "frame", "inline µs", "sealed µs", "×inline", "SealedMemory µs", "×inline"]))
+        for result in rows {
+            let points = result.scale ?? []
+            for point in points {
+                let inline = point.referenceP50
+                lines.append(cells([result.benchmarkCase.regime.rawValue, "\(point.parameter)",
+                                    bytes(point.parameter + LargeData.frameHeadroom),
+                                    inline.map { micros($0) } ?? "—", micros(point.p50),
+                                    inline.map { String(format: "%.2f", point.p50 / $0) } ?? "—",
+                                    point.besideP50.map { micros($0) } ?? "—",
+                                    inline.flatMap { inline in point.besideP50.map { String(format: "%.2f", $0 / inline) } } ?? "—"]))
+            }
+            lines.append("  " + bisectionVerdict(points))
+        }
+        return lines
+    }
+
+    /// Where each sealed path stops being slower than the inline path, and what that says of the
+    /// limit: it is right when the first size above it is the first from which sealed is no slower.
+    static func bisectionVerdict(_ points: [ScalePoint]) -> String {
+        let limit = MessagePort.inlineDataLimit
+        func from(_ crossover: Int?) -> String {
+            crossover.map { "from \($0) B (frame \(bytes($0 + LargeData.frameHeadroom))) on" } ?? "at no size measured"
+        }
+        let copied = LargeData.crossover(points) { $0.p50 }
+        let sealedMemory = LargeData.crossover(points) { $0.besideP50 }
+        let below = points.filter { $0.parameter <= limit }.map(\.parameter).max()
+        let above = points.filter { $0.parameter > limit }.map(\.parameter).min()
+        let verdict: String
+        switch copied {
+        case nil where limit >= LargeData.largestInline:
+            verdict = "sealed is slower at every size up to a full frame: the limit at the frame's largest Data (\(limit) B) is right"
+        case nil:
+            verdict = "sealed is slower at every size up to a full frame: the limit would be best at the frame's largest Data"
+        case let crossover? where crossover == above:
+            verdict = "the limit (\(limit) B) lies between the last size where inline wins and the first where sealed is no slower: consistent"
+        case let crossover? where below != nil && crossover <= below!:
+            verdict = "sealed is already no slower at \(crossover) B, at or below the limit (\(limit) B): a lower limit would do as well"
+        case let crossover?:
+            verdict = "inline still wins above the limit (\(limit) B) up to \(crossover) B: the limit is too low by this run"
+        }
+        return "sealed (ordinary Data, copied) no slower than inline \(from(copied)); SealedMemory Data \(from(sealedMemory)). \(verdict)."
     }
 
     /// A payload size: bytes, KiB or MiB when exact.

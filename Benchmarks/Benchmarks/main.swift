@@ -25,6 +25,9 @@ if let source = options.fromJSONPath, let svgPath = options.svgPath {
 if let echo = options.crossProcessEcho {
     RunLoopKitPeer.serveCrossProcessEcho(echo)  // the xprocess responder: nothing else runs
 }
+if let echo = options.largeDataEcho {
+    LargeData.serveEcho(echo)  // the xlarge responder: nothing else runs
+}
 if let echo = options.distributedEcho {
     DistributedCalls.serve(echo)  // the distributed-call responder: nothing else runs
 }

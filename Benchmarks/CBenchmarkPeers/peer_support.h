@@ -246,4 +246,59 @@ static inline uint64_t bench_seqpacket_initiate(bench_seqpacket_end end, bench_l
     return sent;
 }
 
+/// An xlarge peer (memfd_xlarge.c, sdbus_xprocess.c): its responder, the connection to it, and
+/// how one round trip is made over it.
+struct bench_xlarge_peer {
+    const char *name;               // for failure strings
+    int fd;                         // the initiator's socket (owned by `bus` once that is set)
+    void *bus;                      // sd-bus only: the initiator's sd_bus
+    pid_t pid;                      // the responder
+    bench_responder_cell *cell;
+    uint64_t sent;                  // messages sent over every measurement
+    /// Peers that send a buffer's bytes (stream, sd-bus): a mapping of `source_bytes`, filled with
+    /// BENCH_XLARGE_FILL before the measurement of that size (the first and last byte are set per
+    /// message); NULL for the memfd floor, which writes into the memory it sends.
+    uint8_t *source;
+    size_t source_bytes;
+    int sends_source;
+    /// Sends message `seq` of `bytes` bytes and checks its acknowledgement; 0, with `*failure`
+    /// set, when anything went wrong.
+    int (*round)(struct bench_xlarge_peer *peer, uint64_t seq, size_t bytes, const char **failure);
+    /// Ends the connection (the responder then exits 0).
+    void (*hang_up)(struct bench_xlarge_peer *peer);
+    /// The responder's failure from its wait status, NULL when it finished cleanly.
+    const char *(*responder_failure)(int status);
+};
+
+/// A new peer: a socketpair of `type`, a fork()ed child that runs `responder` on its end (and
+/// never returns), the shared responder cell. NULL, with `*failure` set, on failure.
+bench_xlarge_peer *bench_xlarge_peer_fork(const char *name, int type,
+                                          void (*responder)(int fd, bench_responder_cell *cell),
+                                          const char **failure);
+
+/// Reads or writes exactly `length` bytes of a stream (EINTR-safe): 1, 0 at end-of-stream, -1 on error.
+static inline int bench_read_exactly(int fd, void *buffer, size_t length) {
+    uint8_t *bytes = buffer;
+    while (length > 0) {
+        ssize_t n = read(fd, bytes, length);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n == 0 ? 0 : -1;
+        bytes += n;
+        length -= (size_t)n;
+    }
+    return 1;
+}
+
+static inline int bench_write_exactly(int fd, const void *buffer, size_t length) {
+    const uint8_t *bytes = buffer;
+    while (length > 0) {
+        ssize_t n = send(fd, bytes, length, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        bytes += n;
+        length -= (size_t)n;
+    }
+    return 1;
+}
+
 #endif

@@ -9,6 +9,11 @@
 /// (`C sd-bus via dbus-daemon`): a private `dbus-daemon --session` started for the run, the
 /// responder owning a well-known name on it — D-Bus as most daemons use it; each call crosses
 /// three processes.
+///
+/// The same responder serves the `xlarge` workload's `Take(t seq, t bytes, ay data) -> t`, peer
+/// to peer (`bench_sdbus_xlarge_open`, a `bench_xlarge_peer`): what a C daemon author would use to
+/// hand a large buffer to another process over D-Bus, which copies it into the message and
+/// through the socket.
 
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -28,7 +33,7 @@ static const char *well_known_name = "org.runloopkit.Bench";
 enum {
     RESPONDER_DONE = 0,         // the initiator hung up (end of the run)
     RESPONDER_SETUP_FAILED = 1, // its bus could not be started or the object not exported
-    RESPONDER_BAD_CALL = 2,     // a call without a t argument, or out of sequence
+    RESPONDER_BAD_CALL = 2,     // a call with wrong arguments, or out of sequence
 };
 
 struct responder_state {
@@ -50,9 +55,31 @@ static int echo(sd_bus_message *call, void *userdata, sd_bus_error *error) {
     return sd_bus_reply_method_return(call, "t", value);
 }
 
+/// The xlarge workload's call: message `seq` of `bytes` bytes as an `ay` argument, read where
+/// sd-bus received it (sd_bus_message_read_array: no copy of its own); the reply is the
+/// acknowledgement of what was checked.
+static int take(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+    struct responder_state *state = userdata;
+    uint64_t seq, bytes;
+    const void *data = NULL;
+    size_t size = 0;
+    (void)error;
+    if (sd_bus_message_read(call, "tt", &seq, &bytes) < 0 || sd_bus_message_read_array(call, 'y', &data, &size) < 0 ||
+        seq != state->expected || size != bytes || size == 0 ||
+        ((const uint8_t *)data)[0] != bench_xlarge_first_byte(seq) ||
+        ((const uint8_t *)data)[size - 1] != bench_xlarge_last_byte(seq)) {
+        state->failed = 1;
+        return -EINVAL;
+    }
+    bench_responder_cell_answer(state->cell, seq);
+    state->expected++;
+    return sd_bus_reply_method_return(call, "t", bench_xlarge_ack(seq, bytes, 0));
+}
+
 static const sd_bus_vtable bench_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_METHOD("Echo", "t", "t", echo, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Take", "ttay", "t", take, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_VTABLE_END
 };
 
@@ -108,7 +135,7 @@ static const char *responder_failure(int status) {
     switch (WEXITSTATUS(status)) {
     case RESPONDER_DONE: return NULL;
     case RESPONDER_SETUP_FAILED: return "C sd-bus: responder could not start its bus or export its object";
-    case RESPONDER_BAD_CALL: return "C sd-bus: responder received a call out of sequence";
+    case RESPONDER_BAD_CALL: return "C sd-bus: responder received a wrong call (arguments, bytes or sequence)";
     default: return "C sd-bus: responder process exited with an unexpected status";
     }
 }
@@ -192,6 +219,60 @@ void bench_sdbus_p2p_xprocess(const bench_latency_plan *plan, bench_latency_resu
     if (failure != NULL) result->failure = failure;
     else if (result->failure == NULL && answered != sent)
         result->failure = "C sd-bus: responder count does not match the calls made";
+}
+
+// ---- xlarge: Take(t, t, ay) -> t ------------------------------------------------------------
+
+static void xlarge_responder(int fd, bench_responder_cell *cell) {
+    responder_main(fd, NULL, cell);
+}
+
+/// One call: the message is built around a copy of the source's `bytes` bytes
+/// (sd_bus_message_append_array), which sd-bus then writes to the socket.
+static int xlarge_round(bench_xlarge_peer *peer, uint64_t seq, size_t bytes, const char **failure) {
+    sd_bus *bus = peer->bus;
+    peer->source[0] = bench_xlarge_first_byte(seq);
+    peer->source[bytes - 1] = bench_xlarge_last_byte(seq);
+    sd_bus_message *call = NULL, *reply = NULL;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    int rc = sd_bus_message_new_method_call(bus, &call, NULL, object_path, interface, "Take");
+    if (rc >= 0) rc = sd_bus_message_append(call, "tt", seq, (uint64_t)bytes);
+    if (rc >= 0) rc = sd_bus_message_append_array(call, 'y', peer->source, bytes);
+    if (rc >= 0) rc = sd_bus_call(bus, call, 0, &error, &reply);
+    uint64_t ack = 0;
+    if (rc >= 0) rc = sd_bus_message_read(reply, "t", &ack);
+    sd_bus_message_unref(call);
+    sd_bus_message_unref(reply);
+    sd_bus_error_free(&error);
+    if (rc < 0 || ack != bench_xlarge_ack(seq, bytes, 0)) {
+        *failure = "C sd-bus: the initiator's Take call failed or got a wrong acknowledgement";
+        return 0;
+    }
+    return 1;
+}
+
+static void xlarge_hang_up(bench_xlarge_peer *peer) {
+    sd_bus_flush_close_unref(peer->bus);  // closes the socket: the responder sees the end
+}
+
+bench_xlarge_peer *bench_sdbus_xlarge_open(const char **failure) {
+    bench_xlarge_peer *peer = bench_xlarge_peer_fork("C sd-bus", SOCK_STREAM, xlarge_responder, failure);
+    if (peer == NULL) return NULL;
+    peer->responder_failure = responder_failure;
+    peer->sends_source = 1;
+    peer->round = xlarge_round;
+    peer->hang_up = xlarge_hang_up;
+    peer->bus = open_bus(peer->fd, 0, NULL);
+    if (peer->bus == NULL) {
+        // The peer is closed as any other: the responder sees the socket end and exits.
+        close(peer->fd);
+        peer->hang_up = NULL;
+        const char *reason = bench_xlarge_close(peer);
+        (void)reason;
+        *failure = "C sd-bus: the initiator could not start its bus";
+        return NULL;
+    }
+    return peer;
 }
 
 int bench_dbus_daemon_available(void) {

@@ -25,6 +25,7 @@ enum FrameDecoderTarget {
             guard reason == wanted else { fuzzFailure("decode said \(reason), §5.2 says \(wanted)") }
         case (.success(let frame), .success(let wanted)):
             guard frame.msgid == wanted.msgid, frame.components == wanted.components, frame.hasReplyPort == wanted.reply,
+                  frame.replyIsSendOnce == wanted.sendOnce,
                   frame.metadata?.fields.map({ [$0.key, $0.value] }) == wanted.metadata else {
                 fuzzFailure("decoded \(frame), §5.2 reads \(wanted)")
             }
@@ -49,6 +50,8 @@ enum ReferenceDecoder {
         var msgid: UInt32
         var components: [PortFrame.Component]
         var reply: Bool
+        /// SEND_ONCE: the reply port is a send-once right.
+        var sendOnce: Bool
         /// The METADATA fields as [key, value] pairs; nil without the flag.
         var metadata: [[String]]?
     }
@@ -61,7 +64,8 @@ enum ReferenceDecoder {
         guard n >= 16 else { return .failure(.truncatedHeader) }
         guard bytes[0] == 0x52, bytes[1] == 0x4C, bytes[2] == 0x4B, bytes[3] == 0x4D else { return .failure(.badMagic) }
         guard bytes[4] == 1 else { return .failure(.unsupportedVersion) }
-        guard bytes[5] & 0xFC == 0 else { return .failure(.reservedFlags) }
+        // Bits 3–7 reserved; SEND_ONCE (bit 2) only with REPLY_PORT (bit 0).
+        guard bytes[5] & 0xF8 == 0, bytes[5] & 5 != 4 else { return .failure(.reservedFlags) }
         let hasMetadata = bytes[5] & 2 == 2
         let count = u16(6)
         guard count <= 64 else { return .failure(.tooManyComponents) }
@@ -87,6 +91,7 @@ enum ReferenceDecoder {
         }
         guard sum == UInt64(bodyLength) else { return .failure(.lengthMismatch) }
         let reply = bytes[5] & 1 == 1
+        let sendOnce = bytes[5] & 4 == 4
         guard descriptorCount == descriptors + (reply ? 1 : 0) else { return .failure(.descriptorCountMismatch) }
         // §3.6, F11: count 1…16, then key (1…256) and value (0…4096) lengths and UTF-8 bytes.
         var metadata: [[String]]?
@@ -124,7 +129,8 @@ enum ReferenceDecoder {
                 data += u32(at + 4)
             }
         }
-        return .success(Message(msgid: UInt32(u32(8)), components: components, reply: reply, metadata: metadata))
+        return .success(Message(msgid: UInt32(u32(8)), components: components, reply: reply, sendOnce: sendOnce,
+                                metadata: metadata))
     }
 }
 

@@ -52,7 +52,7 @@ class V:
         text.append(f"expect: {expect}")
         if expect == "ok":
             text.append(f"msgid: {msgid}")
-            text.append(f"reply: {'true' if reply else 'false'}")
+            text.append(f"reply: {'send-once' if reply == 'send-once' else 'true' if reply else 'false'}")
             for c in components:
                 text.append(f"component: {c}")
             for key, value in metadata:
@@ -65,7 +65,7 @@ def msg(name, comment, msgid, comps, reply=False, metadata=()):
     body = 0
     for c in comps:
         body += len(c[1]) if c[0] == "data" else (c[2] if c[0] == "rep" else 0)
-    flags = (1 if reply else 0) | (2 if metadata else 0)
+    flags = (1 if reply else 0) | (2 if metadata else 0) | (4 if reply == "send-once" else 0)
     v = V(name, comment).header(flags=flags, count=len(comps), msgid=msgid, body=body)
     for c in comps:
         if c[0] == "data": v.entry(1, len(c[1]))
@@ -145,6 +145,8 @@ def main():
     ok("ok-reply-port", "REPLY_PORT set, one DATA component: one descriptor (the reply port).", 1000,
        [("data", b"hello from C")], reply=True)
     ok("ok-reply-port-only", "REPLY_PORT set, no components.", 9, [], reply=True)
+    ok("ok-reply-port-send-once", "REPLY_PORT and SEND_ONCE (a request's reply port, section 4.7), one DATA component.", 1000,
+       [("data", b"request")], reply="send-once")
     ok("ok-ports-and-reply", "The worked example of section 10: DATA \"hello\", PORT, reply port; descriptors [port, reply].",
        1000, [("data", b"hello"), ("port",)], reply=True)
     ok("ok-msgid-byte-order", "msgid 0x04030201 is sent as 01 02 03 04 (little-endian).", 0x04030201, [("data", b"\x01")])
@@ -174,7 +176,8 @@ def main():
     V("err-bad-magic-byte-order", "Magic written as a big-endian u32 read back little-endian: \"MKLR\".").header(magic=b"MKLR").write(0, "error badMagic")
     V("err-unsupported-version-0", "Version 0.").header(version=0).write(0, "error unsupportedVersion")
     V("err-unsupported-version-2", "Version 2 (a future version): rejected, not skipped.").header(version=2).write(0, "error unsupportedVersion")
-    V("err-reserved-flags-bit2", "Flag bit 2 set.").header(flags=0x04).write(0, "error reservedFlags")
+    V("err-reserved-flags-bit2", "Flag bit 2 (SEND_ONCE) set without REPLY_PORT.").header(flags=0x04).write(0, "error reservedFlags")
+    V("err-reserved-flags-bit3", "Flag bit 3 set together with REPLY_PORT and SEND_ONCE.").header(flags=0x0D).write(1, "error reservedFlags")
     V("err-reserved-flags-bit7", "Flag bit 7 set together with REPLY_PORT.").header(flags=0x81).write(1, "error reservedFlags")
     v = V("err-too-many-components", "65 DATA components of length 0 (limit 64); the frame is otherwise consistent.").header(count=65)
     for _ in range(65): v.entry(1, 0)

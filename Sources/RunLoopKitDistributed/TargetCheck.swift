@@ -1,3 +1,4 @@
+import CRunLoopKit
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -59,16 +60,10 @@ enum TargetCheck {
     /// The runtime's demangling of a symbol name, nil when it is not one.
     private static func demangle(_ name: String) -> String? {
         let text = name.utf8CString
-        guard let demangled = text.withUnsafeBufferPointer({ swiftDemangle($0.baseAddress!, $0.count - 1, nil, nil, 0) }) else {
+        guard let demangled = text.withUnsafeBufferPointer({ swift_demangle($0.baseAddress!, $0.count - 1, nil, nil, 0) }) else {
             return nil
         }
         defer { free(demangled) }
         return String(cString: demangled)
     }
 }
-
-/// The Swift runtime's demangler (swift/SwiftDemangle.h, exported by libswiftCore): returns a
-/// malloc'ed string, or nil for a name that is not a Swift symbol.
-@_silgen_name("swift_demangle")
-private func swiftDemangle(_ name: UnsafePointer<CChar>, _ length: Int, _ output: UnsafeMutablePointer<CChar>?,
-                           _ size: UnsafeMutablePointer<Int>?, _ flags: UInt32) -> UnsafeMutablePointer<CChar>?

@@ -211,6 +211,7 @@ func runMode() -> Never {
     case "forward": forward()
     case "third": third()
     case "own": own()
+    case "twice": own(repliesTwice: true)
     case "stream": stream()
     case "exhaust": exhaust()
     case "as": runAs()
@@ -235,7 +236,7 @@ func runMode() -> Never {
     case "soak": soak()
     case "soak-stream", "soak-stream-name": soakStream()
     default:
-        fail("usage: PortPeer client | forward | third | own | stream | exhaust | as | serve-name | request-name "
+        fail("usage: PortPeer client | forward | third | own | twice | stream | exhaust | as | serve-name | request-name "
              + "| connect-name | publish-name | relay-name | send-right | rlimit | rlimit-thread | sink (see the sources)")
     }
     exit(0)

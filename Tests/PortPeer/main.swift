@@ -12,6 +12,8 @@
 //                                 with "C pid <pid> nonce <n>". Exits 0.
 //   own <fd>                      owns a port Q; sends msgid 500 [port Q, port Q] to <fd>; replies
 //                                 to every message on Q that has a reply port; runs until killed.
+//   twice <fd>                    as `own`, but replies twice to each message, back to back, and
+//                                 prints what each send returned (§3.50).
 //   stream <fd>                   sends msgid 0, 1, 2, … (64-byte DATA) to <fd> until killed.
 //   exhaust                       lowers RLIMIT_NOFILE and shows typed errors (see `exhaust()`).
 //
@@ -243,12 +245,26 @@ func third() {
 }
 
 /// Owns a port, hands the parent two send rights to it, serves until killed.
-func own() {
+func own(repliesTwice: Bool = false) {
     let parent = proxy(descriptorArgument(2))
     let port = makeLocalPort()
     port.setHandler { message in
         guard let reply = message.replyPort else { return }
-        try? reply.send(msgid: message.msgid + 1, components: message.components, timeout: .seconds(10))
+        guard repliesTwice else {
+            try? reply.send(msgid: message.msgid + 1, components: message.components, timeout: .seconds(10))
+            return
+        }
+        // A buggy or hostile responder: two replies back to back, each outcome reported.
+        var outcomes: [String] = []
+        for attempt in UInt32(1)...2 {
+            do throws(PortError) {
+                try reply.send(msgid: message.msgid + attempt, timeout: .seconds(10))
+                outcomes.append("sent")
+            } catch {
+                outcomes.append("\(error)")
+            }
+        }
+        say("msgid=\(message.msgid) replies: \(outcomes.joined(separator: ", ")) proxy valid: \(reply.isValid)")
     }
     ThreadRunLoop.current.add(port, forMode: .default)
     do {

@@ -78,6 +78,7 @@
 #define RLK_VERSION 1u
 #define RLK_FLAG_REPLY_PORT 0x01u
 #define RLK_FLAG_METADATA 0x02u
+#define RLK_FLAG_SEND_ONCE 0x04u /* only with REPLY_PORT (section 4.7) */
 #define RLK_MAX_FIELDS 16u
 #define RLK_MAX_KEY 256u
 #define RLK_MAX_VALUE 4096u
@@ -106,7 +107,7 @@ struct rlk_field {
 
 struct rlk_message {
     uint32_t msgid;
-    int has_reply;
+    int has_reply; /* 0: none; 1: a reply port; 2: a send-once reply port (section 4.7) */
     int reply_fd;
     unsigned count;
     struct rlk_component components[RLK_MAX_COMPONENTS];
@@ -199,7 +200,10 @@ static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descripto
     if (memcmp(frame, rlk_magic, 4) != 0) return "badMagic";                /* F3 */
     if (frame[4] != RLK_VERSION) return "unsupportedVersion";               /* F4 */
     uint8_t flags = frame[5];
-    if ((flags & ~(RLK_FLAG_REPLY_PORT | RLK_FLAG_METADATA)) != 0) return "reservedFlags"; /* F5 */
+    if ((flags & ~(RLK_FLAG_REPLY_PORT | RLK_FLAG_METADATA | RLK_FLAG_SEND_ONCE)) != 0 ||
+        ((flags & RLK_FLAG_SEND_ONCE) != 0 && (flags & RLK_FLAG_REPLY_PORT) == 0)) {
+        return "reservedFlags"; /* F5 */
+    }
     int metadata = (flags & RLK_FLAG_METADATA) != 0;
     unsigned count = get_u16(frame + 6);
     if (count > RLK_MAX_COMPONENTS) return "tooManyComponents";             /* F6 */
@@ -226,7 +230,8 @@ static const char *rlk_decode(const uint8_t *frame, size_t n, unsigned descripto
         sum += length;
     }
     if (sum != (uint64_t)body) return "lengthMismatch";                     /* F9 */
-    int reply = (flags & RLK_FLAG_REPLY_PORT) != 0;
+    /* 0: no reply port; 1: a reply port; 2: a send-once reply port (section 4.7). */
+    int reply = (flags & RLK_FLAG_REPLY_PORT) == 0 ? 0 : (flags & RLK_FLAG_SEND_ONCE) != 0 ? 2 : 1;
     if (descriptors != ports + (reply ? 1u : 0u)) return "descriptorCountMismatch"; /* F10: ports and memory */
     size_t body_end = table_end + body;
     unsigned fields = 0;
@@ -279,7 +284,8 @@ static size_t rlk_encode(const struct rlk_message *m, uint8_t *out) {
     if (size > RLK_MAX_FRAME) return 0;
     memcpy(out, rlk_magic, 4);
     out[4] = (uint8_t)RLK_VERSION;
-    out[5] = (uint8_t)((m->has_reply ? RLK_FLAG_REPLY_PORT : 0) | (m->field_count > 0 ? RLK_FLAG_METADATA : 0));
+    out[5] = (uint8_t)((m->has_reply ? RLK_FLAG_REPLY_PORT : 0) | (m->has_reply == 2 ? RLK_FLAG_SEND_ONCE : 0) |
+                       (m->field_count > 0 ? RLK_FLAG_METADATA : 0));
     put_u16(out + 6, (uint16_t)m->count);
     put_u32(out + 8, m->msgid);
     put_u32(out + 12, (uint32_t)body);
@@ -548,7 +554,8 @@ static void release_ports(struct rlk_message *m) {
 }
 
 static void print_message(const char *what, const struct rlk_message *m) {
-    printf("%s msgid=%u reply=%s components=%u", what, m->msgid, m->has_reply ? "true" : "false", m->count);
+    printf("%s msgid=%u reply=%s components=%u", what, m->msgid,
+           m->has_reply == 2 ? "send-once" : m->has_reply ? "true" : "false", m->count);
     for (unsigned i = 0; i < m->count; i++) {
         const struct rlk_component *c = &m->components[i];
         if (c->kind == RLK_KIND_DATA) {
@@ -843,6 +850,7 @@ static int parse_vector(const char *path, struct vector *v) {
         } else if (strcmp(key, "reply") == 0) {
             if (strcmp(arg, "true") == 0) v->reply = 1;
             else if (strcmp(arg, "false") == 0) v->reply = 0;
+            else if (strcmp(arg, "send-once") == 0) v->reply = 2;
             else goto bad;
             v->has_reply = 1;
         } else if (strcmp(key, "metadata") == 0) {

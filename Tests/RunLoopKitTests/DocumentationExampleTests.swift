@@ -1,7 +1,8 @@
 // Every DocC article's example is a complete program under Tests/DocExamples, shown verbatim
-// by its article together with what it prints. These tests check that the article still shows
-// the program's exact text, then run the program and compare its output with the article's,
-// so an example that no longer compiles or no longer does what its article says fails.
+// by its article together with what it prints (an article may show several, each followed by
+// its output). These tests check that the article still shows the program's exact text, then
+// run the program and compare its output with the article's, so an example that no longer
+// compiles or no longer does what its article says fails.
 // (The systemd article's example needs a notify socket: RunLoopKitSystemdTests runs it.)
 
 import Glibc
@@ -14,11 +15,13 @@ struct DocumentedExample: Sendable, CustomTestStringConvertible {
     var executable: String
     /// Output lines are compared per process: lines starting with each prefix, in order.
     var processPrefixes: [String] = [""]
-    var testDescription: String { article }
+    var testDescription: String { "\(article): \(folder)" }
 }
 
 private let examples = [
     DocumentedExample(article: "ComingFromCFRunLoop.md", folder: "ComingFromCF", executable: "ComingFromCFExample"),
+    DocumentedExample(article: "ComingFromCFRunLoop.md", folder: "ComingFromCFThreads",
+                      executable: "ComingFromCFThreadsExample"),
     DocumentedExample(article: "ResidentThreads.md", folder: "ResidentThreads", executable: "ResidentThreadsExample"),
     DocumentedExample(article: "PortsAndMessages.md", folder: "PortsAndMessages", executable: "PortsAndMessagesExample"),
     DocumentedExample(article: "CrossProcessAndNamedPorts.md", folder: "CrossProcess", executable: "CrossProcessExample",
@@ -43,7 +46,9 @@ struct DocumentationExampleTests {
     @Test("the example runs, exits 0 and prints the lines its article shows", arguments: examples)
     func programPrintsWhatTheArticleSays(_ example: DocumentedExample) throws {
         let article = try #require(readPackageFile("Sources/RunLoopKit/RunLoopKit.docc/" + example.article))
-        let printed = try #require(printedLines(in: article), "\(example.article) shows no output after its example")
+        let program = try #require(readPackageFile("Tests/DocExamples/\(example.folder)/main.swift"))
+        let printed = try #require(printedLines(in: article, after: program),
+                                   "\(example.article) shows no output after the example of \(example.folder)")
         let outcome = try #require(runChild(executableBesideTests(example.executable), [], timeout: .seconds(60)),
                                    "could not start \(example.executable)")
         #expect(outcome.exitCode == 0, "\(example.executable): exit \(String(describing: outcome.exitCode)), signal \(String(describing: outcome.signal))")
@@ -71,9 +76,11 @@ func readmeShowsTheRunExample() throws {
     #expect(shown, "README.md shows no swift code block identical to ReadmeExample.swift's example:\n\(example)")
 }
 
-/// The lines of the article's untagged block that follows "It prints", its example's output.
-func printedLines(in article: String) -> [String]? {
-    guard let intro = article.range(of: "It prints") else { return nil }
+/// The lines of the untagged block that follows the first "It prints" after `program`'s swift
+/// block in the article: that example's output.
+func printedLines(in article: String, after program: String) -> [String]? {
+    guard let shown = article.range(of: "```swift\n" + program + "```"),
+          let intro = article[shown.upperBound...].range(of: "It prints") else { return nil }
     return codeBlocks(in: String(article[intro.upperBound...]), language: "").first?
         .split(separator: "\n").map(String.init)
 }

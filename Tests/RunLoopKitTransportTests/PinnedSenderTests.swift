@@ -234,3 +234,32 @@ struct PinnedSenderTests {
         #expect(try PinnedProcess(pid: getpid()).isRunning)
     }
 }
+
+@Suite("§3.51 frames read after their sender was reaped", .timeLimit(.minutes(2)))
+struct ReapedSenderTests {
+    @Test("§3.51 a sender that sends and exits, reaped before its frames are read: every frame is pinned to it")
+    func framesReadAfterReaping() throws {
+        // The port joins a loop only once the sender is gone: its frames wait in the kernel.
+        let port = try MessagePort()
+        let right = try port.makeSendRight()
+        let sender = try ChildProcess(portPeer, ["send-count", "3", "4"], inherit: [(right, 3)])
+        close(right)
+        #expect(sender.finish() == .exited(0), "\(sender.output)")
+        #expect(waitUntilReaped(sender.pid))
+        let received = Shared<[MessagePort.Message]>([])
+        port.setHandler { message in received.value.append(message) }
+        let thread = ResidentThread(name: "reaped-sender")
+        defer { thread.stop() }
+        thread.runLoop.add(port, forMode: .default)
+        defer { port.invalidate() }
+        #expect(waitUntil { received.value.count == 4 })
+        let messages = received.value
+        #expect(messages.map(\.msgid) == [0, 1, 2, 3])
+        // The first two bring pidfds of their own; the others are pinned through the connection.
+        let pinned = try #require(messages.first?.sender?.process, "the first frame's pidfd")
+        #expect(pinned.pid == sender.pid)
+        for message in messages {
+            #expect(message.sender?.process == pinned, "msgid \(message.msgid)")
+        }
+    }
+}

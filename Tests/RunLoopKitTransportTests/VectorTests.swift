@@ -10,8 +10,13 @@ import Testing
 /// One `NAME.vector` file (format: Protocols/port-message-frame.md §9).
 struct FrameVector: CustomStringConvertible, Sendable {
     enum Expectation: Equatable, Sendable {
-        case ok(msgid: UInt32, reply: Bool, components: [PortFrame.Component], metadata: MessageMetadata?)
+        case ok(msgid: UInt32, reply: Reply, components: [PortFrame.Component], metadata: MessageMetadata?)
         case error(FrameError)
+    }
+
+    /// The `reply:` line: REPLY_PORT clear, set, or set with SEND_ONCE.
+    enum Reply: String, Sendable {
+        case absent = "false", sendRight = "true", sendOnce = "send-once"
     }
 
     var name: String
@@ -53,7 +58,7 @@ struct FrameVector: CustomStringConvertible, Sendable {
         self.name = name
         var expect: Substring?
         var msgid: UInt32?
-        var reply: Bool?
+        var reply: Reply?
         var components: [PortFrame.Component] = []
         var fields: [MessageMetadata.Field] = []
         for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -76,8 +81,10 @@ struct FrameVector: CustomStringConvertible, Sendable {
                 guard words.count == 1, let value = UInt32(words[0]) else { throw ParseError(description: "\(name): msgid") }
                 msgid = value
             case "reply":
-                guard words.count == 1, words[0] == "true" || words[0] == "false" else { throw ParseError(description: "\(name): reply") }
-                reply = words[0] == "true"
+                guard words.count == 1, let value = Reply(rawValue: String(words[0])) else {
+                    throw ParseError(description: "\(name): reply")
+                }
+                reply = value
             case "component":
                 switch words.first {
                 case "port" where words.count == 1: components.append(.port)
@@ -168,12 +175,14 @@ struct VectorTests {
         case .ok(let msgid, let reply, let components, let metadata):
             let decoded = try PortFrame.decode(vector.bytes, descriptorCount: vector.descriptors)
             #expect(decoded.msgid == msgid)
-            #expect(decoded.hasReplyPort == reply)
+            #expect(decoded.hasReplyPort == (reply != .absent))
+            #expect(decoded.replyIsSendOnce == (reply == .sendOnce))
             #expect(decoded.components == components)
             #expect(decoded.metadata == metadata)
             #expect(decoded.descriptorCount == vector.descriptors)
             // The encoding is canonical: the expected message encodes to the vector's bytes.
-            let expected = PortFrame(msgid: msgid, components: components, hasReplyPort: reply, metadata: metadata)
+            let expected = PortFrame(msgid: msgid, components: components, hasReplyPort: reply != .absent,
+                                     replyIsSendOnce: reply == .sendOnce, metadata: metadata)
             let encoded = try expected.encode()
             #expect(encoded.count == vector.bytes.count)
             #expect(encoded == vector.bytes, "re-encoding differs")

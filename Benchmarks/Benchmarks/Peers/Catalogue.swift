@@ -1,4 +1,5 @@
 import CBenchmarkPeers
+import RunLoopKit
 
 /// Which peer runs which workload, and how. The order here is the order of the rows.
 ///
@@ -8,7 +9,9 @@ import CBenchmarkPeers
 /// in Swift, carrying `Data`): the floor under every Swift row; and the "Swift [Component]
 /// ring" reference, the same ring carrying the components array MessagePort's `send` takes.
 /// Ping-pong and perform have the "RunLoopKit + loop health" reference: the same exchange with
-/// a slow-callout handler and a `HangWatch` on, for the loop-health bar.
+/// a slow-callout handler and a `HangWatch` on, for the loop-health bar. Ping-pong and
+/// throughput have "RunLoopKit + introspection" (enabled, no tool attached), throughput also
+/// "RunLoopKit + monitor" (a `runloopctl monitor` client attached), for the introspection bars.
 /// The ping-pong has two C references, the kernel's floors under RunLoopKit's two sleeps:
 /// "C futex" (a mode with nothing the kernel must watch) and "C eventfd + epoll" (a mode with
 /// descriptors, as the `idle` row's; shown there too).
@@ -32,16 +35,20 @@ import CBenchmarkPeers
 /// The async workloads keep the C eventfd rows as their baseline (the same C code as
 /// `pingpong` and `throughput`) and compare RunLoopKit with SwiftNIO's async counterparts
 /// and the standard library's: a default actor, and `AsyncStream`.
+/// `xlarge` has the C memfd floor as its baseline, a SOCK_STREAM copy and sd-bus beside it, and
+/// RunLoopKit sending a SealedMemory Data and an ordinary one, each alternating with the floor,
+/// and the bisection of `inlineDataLimit` (see `LargeData`).
 enum Catalogue {
     static func peers(for workload: Workload) -> [Peer] {
         switch workload {
         case .pingpong:
             [.cEventfd, .cSocketpair, .cSdEvent, .cFutex, .cEventfdEpoll, .foundation, .dispatch, .nio, .runLoopKit,
-             .runLoopKitHealth]
+             .runLoopKitHealth, .runLoopKitIntrospection] + TracingPeer.rows(for: .pingpong)
         case .idle:
             [.cEventfd, .cEventfdEpoll, .runLoopKitOneSource, .runLoopKit, .runLoopKitTenfold]
         case .throughput:
-            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .runLoopKitBatch, .swiftRing, .componentRing]
+            [.cEventfd, .cSocketpair, .foundation, .dispatch, .nio, .runLoopKit, .runLoopKitBatch, .swiftRing, .componentRing,
+             .runLoopKitIntrospection, .runLoopKitMonitored] + TracingPeer.rows(for: .throughput)
         case .fanin:
             [.cEventfd, .dispatch, .nio, .runLoopKit]
         case .perform:
@@ -59,11 +66,16 @@ enum Catalogue {
             [.grpcEcho, .grpcEchoDefaults, .runLoopKit]
         case .xhostrate:
             [.grpcEcho, .runLoopKit]
+        case .xlarge:
+            [.cMemfd, .cStreamCopy, .cSdBus, .runLoopKitSealedMemory, .runLoopKit, .runLoopKitInlineBisection]
         }
     }
 
     /// Why rows of `workload` that the catalogue lists elsewhere are missing on this host.
     static func notes(for workload: Workload) -> [String] {
+        if workload == .xlarge {
+            return ["xlarge: the \(Peer.cSdBus.rawValue) row has no 256 MiB point: a D-Bus array holds at most 64 MiB"]
+        }
         guard workload == .xprocess, bench_dbus_daemon_available() == 0 else { return [] }
         return ["xprocess: the \(Peer.cSdBusBroker.rawValue) row is skipped: dbus-daemon is not on PATH"]
     }
@@ -78,7 +90,8 @@ enum Catalogue {
                 return CaseResult(benchmarkCase, latency: LatencySummary(measurement), measurement: measurement)
             }
             let (row, alternate) = Interleaved.measure(plan) { segment, isReference in
-                latency(isReference ? reference : benchmarkCase, segment)
+                // The reference runs without the instrument a tracing row installed.
+                isReference ? MessageContext.withoutPropagator { latency(reference, segment) } : latency(benchmarkCase, segment)
             }
             var result = CaseResult(benchmarkCase, latency: LatencySummary(row), measurement: row)
             result.referenceP50 = LatencySummary(alternate).p50
@@ -89,7 +102,7 @@ enum Catalogue {
                 return CaseResult(benchmarkCase, stream: stream(benchmarkCase, plan))
             }
             let (row, alternate) = Interleaved.measure(plan) { segment, isReference in
-                stream(isReference ? reference : benchmarkCase, segment)
+                isReference ? MessageContext.withoutPropagator { stream(reference, segment) } : stream(benchmarkCase, segment)
             }
             var result = CaseResult(benchmarkCase, stream: row)
             result.referenceMessagesPerSecond = alternate.messagesPerSecond
@@ -98,6 +111,9 @@ enum Catalogue {
             return CaseResult(benchmarkCase, scale: RunLoopKitPeer.scale(benchmarkCase.workload, plans.scale))
         case .churn:
             return CaseResult(benchmarkCase, churn: Churn.measure(plans.churn))
+        case .xlarge:
+            // Its interleaved rows alternate inside `LargeData`, a size at a time.
+            return CaseResult(benchmarkCase, scale: LargeData.measure(benchmarkCase, plans.largeData))
         }
     }
 
@@ -113,6 +129,11 @@ enum Catalogue {
         case (.pingpong, .nio): NIOPeer.pingPong(plan)
         case (.pingpong, .runLoopKit): RunLoopKitPeer.pingPong(plan)
         case (.pingpong, .runLoopKitHealth): RunLoopKitPeer.pingPong(plan, loopHealth: true)
+        case (.pingpong, .runLoopKitIntrospection): IntrospectionPeer.pingPong(plan)
+        #if Tracing
+        case (.pingpong, .runLoopKitTracing): TracingPeer.pingPong(plan, withinContext: false)
+        case (.pingpong, .runLoopKitTraceContext): TracingPeer.pingPong(plan, withinContext: true)
+        #endif
         case (.idle, .cEventfd): CPeers.latency(plan, bench_eventfd_pingpong)
         case (.idle, .runLoopKit): RunLoopKitPeer.pingPong(plan, idle: .standard)
         case (.idle, .runLoopKitOneSource): RunLoopKitPeer.pingPong(plan, idle: .oneSource)
@@ -153,6 +174,11 @@ enum Catalogue {
         case (.throughput, .nio): NIOPeer.throughput(plan)
         case (.throughput, .runLoopKit): RunLoopKitPeer.throughput(plan)
         case (.throughput, .runLoopKitBatch): RunLoopKitPeer.batchThroughput(plan)
+        case (.throughput, .runLoopKitIntrospection): IntrospectionPeer.throughput(plan, monitored: false)
+        case (.throughput, .runLoopKitMonitored): IntrospectionPeer.throughput(plan, monitored: true)
+        #if Tracing
+        case (.throughput, .runLoopKitTracing): TracingPeer.throughput(plan)
+        #endif
         case (.throughput, .swiftRing): SwiftRingPeer.throughput(plan)
         case (.throughput, .componentRing): ComponentRingPeer.throughput(plan)
         case (.fanin, .cEventfd): CPeers.stream(plan, bench_ring_fanin)

@@ -12,8 +12,11 @@ enum RunLoopKitPeer {
     /// Each thread has a port in its default mode; a ping carries the initiator's port
     /// as its reply port, and the responder answers through `message.replyPort`.
     /// `idle`: the `idle` workload, with that load of `IdleItems` in both threads' default mode.
-    /// `loopHealth`: the loop-health reference row (`LoopHealthOn`).
-    static func pingPong(_ plan: LatencyPlan, idle load: IdleItems.Load? = nil, loopHealth: Bool = false) -> LatencyMeasurement {
+    /// `loopHealth`: the loop-health reference row (`LoopHealthOn`). `firstPing`: what the first
+    /// ping is sent within (the trace-context row's context; each reply and ping after it is sent
+    /// from a handler, within the context of the message it answers).
+    static func pingPong(_ plan: LatencyPlan, idle load: IdleItems.Load? = nil, loopHealth: Bool = false,
+                         firstPing: @escaping @Sendable (() -> Void) -> Void = { $0() }) -> LatencyMeasurement {
         let initiator = ResidentThread(name: "pingpong-initiator")
         let responder = ResidentThread(name: "pingpong-responder")
         let idle = load.map { [IdleItems($0, on: initiator.runLoop), IdleItems($0, on: responder.runLoop)] } ?? []
@@ -38,7 +41,7 @@ enum RunLoopKitPeer {
         }
         responder.runLoop.add(responderPort, forMode: .default)
         initiator.runLoop.add(initiatorPort, forMode: .default)
-        perform(on: initiator) { ping(trips.firstPing()) }
+        perform(on: initiator) { firstPing { ping(trips.firstPing()) } }
         let measurement = trips.waitForCompletion()
         initiatorPort.invalidate()
         responderPort.invalidate()

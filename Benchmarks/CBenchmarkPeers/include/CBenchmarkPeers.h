@@ -235,6 +235,57 @@ void bench_sdevent_pingpong(const bench_latency_plan *plan, bench_latency_result
 /// is blocked reading; the sample is the time from before the write to the wake-up.
 void bench_eventfd_wakeup(const bench_latency_plan *plan, bench_latency_result *result);
 
+// ---- Large messages between processes (xlarge) -------------------------------------------
+
+/// The first and last byte of the xlarge workload's message `seq`, the two bytes every receiver
+/// reads and checks (the bytes between them are 0 in fresh memory, `BENCH_XLARGE_FILL` in a
+/// copied buffer: the high bit makes each differ from both, so a stale or misplaced buffer fails).
+static inline uint8_t bench_xlarge_first_byte(uint64_t seq) { return (uint8_t)(0x80 | (seq & 0x7f)); }
+static inline uint8_t bench_xlarge_last_byte(uint64_t seq) { return (uint8_t)(0x80 | ((seq * 37 + 11) & 0x7f)); }
+enum { BENCH_XLARGE_FILL = 0x5A };
+
+/// The 8-byte acknowledgement of message `seq`: what the receiver checked (the sequence number's
+/// low 24 bits, the byte count's low 32) and whether the bytes arrived in sealed memory, for the
+/// initiator to compare with what it sent — a row whose bytes took another path than the one it
+/// names fails.
+static inline uint64_t bench_xlarge_ack(uint64_t seq, uint64_t bytes, int sealed) {
+    return (seq & 0xffffffu) | (bytes & 0xffffffffu) << 24 | (uint64_t)(sealed != 0) << 63;
+}
+
+/// A C peer of the xlarge workload: a fork()ed responder and the connection to it, kept across
+/// every measurement of a row — sizes one after another, and segments measured in alternation
+/// with a RunLoopKit row — so that no measurement pays for a fork. See memfd_xlarge.c.
+typedef struct bench_xlarge_peer bench_xlarge_peer;
+
+/// The floor: per message a memfd is created, its first and last byte written through a shared
+/// mapping, unmapped, sealed (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) and sent with SCM_RIGHTS
+/// over a SEQPACKET socketpair; the responder checks the size and seals, maps it read-only,
+/// checks both bytes, unmaps, closes and acknowledges. NULL, with `*failure` set, on failure.
+bench_xlarge_peer *bench_memfd_xlarge_open(const char **failure);
+
+/// The bytes copied through the kernel: the initiator writes a 16-byte header and the N bytes on a
+/// SOCK_STREAM socketpair, the responder reads all of them into a buffer it reuses.
+bench_xlarge_peer *bench_stream_xlarge_open(const char **failure);
+
+/// An sd-bus peer-to-peer method call `Take(t seq, t bytes, ay data) -> t` (libsystemd, no broker;
+/// see sdbus_xprocess.c). D-Bus arrays hold at most `BENCH_SDBUS_ARRAY_MAX` bytes.
+bench_xlarge_peer *bench_sdbus_xlarge_open(const char **failure);
+enum { BENCH_SDBUS_ARRAY_MAX = 1 << 26 };
+
+/// Round trips of messages of `bytes` bytes until the plan has its samples (each sample one
+/// round trip: the message and its acknowledgement).
+void bench_xlarge_measure(bench_xlarge_peer *peer, size_t bytes, const bench_latency_plan *plan,
+                          bench_latency_result *result);
+
+/// Hangs up, reaps the responder and frees the peer: NULL, or why the responder failed or
+/// answered another number of messages than were sent.
+const char *bench_xlarge_close(bench_xlarge_peer *peer);
+
+/// One copy of `bytes` bytes from `source` into new memory (mmap, memcpy, munmap) per sample:
+/// what the sending side of an ordinary Data adds to the floor, which copies it into a new memfd.
+void bench_memcpy_xlarge(const void *source, size_t bytes, const bench_latency_plan *plan,
+                         bench_latency_result *result);
+
 // ---- Throughput runs -------------------------------------------------------------------
 
 /// What a stream measures: `warmup` messages are sent before the clock starts; the

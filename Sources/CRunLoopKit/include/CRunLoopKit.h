@@ -147,6 +147,12 @@ int crlk_memfd_add_seals(int fd, int seals);
 /// fcntl(F_GET_SEALS): the seals, or -1 with errno (EINVAL: not a memfd or shmem file).
 int crlk_memfd_get_seals(int fd);
 
+/// The Swift runtime's demangler, its documented C interface (swift/SwiftDemangle.h, exported by
+/// libswiftCore for tools): the demangled text of `mangledName` as a malloc'ed string, or NULL
+/// when it is not a Swift symbol (with `outputBuffer` NULL and `flags` 0).
+char *swift_demangle(const char *mangledName, size_t mangledNameLength, char *outputBuffer,
+                     size_t *outputBufferSize, uint32_t flags);
+
 /// Accessors for `struct epoll_event`, which is packed on x86_64 and awkward to touch from Swift.
 static inline uint32_t crlk_epoll_event_events(const struct epoll_event *e) { return e->events; }
 static inline uint64_t crlk_epoll_event_data(const struct epoll_event *e) { return e->data.u64; }

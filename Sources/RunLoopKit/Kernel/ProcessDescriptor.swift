@@ -29,6 +29,12 @@ struct ProcessDescriptor: Sendable, Hashable {
     /// pidfd_open(2) of `pid` (close-on-exec). Throws ESRCH when no process has that pid (or it
     /// names a thread that is not a thread-group leader: EINVAL), EMFILE/ENFILE when out of
     /// descriptors, ENOSYS before Linux 5.3.
+    /// Whether any process holds `pid` now — running, or exited and not yet reaped — in this
+    /// process's pid namespace: kill(2) with signal 0 fails with ESRCH only when none does.
+    static func isHeld(_ pid: pid_t) -> Bool {
+        kill(pid, 0) == 0 || errno != ESRCH
+    }
+
     static func open(pid: pid_t) throws(Errno) -> ProcessDescriptor {
         if let fault = KernelFault.injected(into: .pidfdOpen) { throw fault }
         let fd = try syscallRetryingEINTR { crlk_pidfd_open(pid) }

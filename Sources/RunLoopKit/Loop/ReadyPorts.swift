@@ -31,9 +31,6 @@ final class ReadyPorts: Sendable {
     /// relies on it against `push` (it publishes that it sleeps, then looks). Any thread.
     var isPending: Bool { pending.load(ordering: .sequentiallyConsistent) }
 
-    /// Whether a port may be ready: pushed, or kept from an earlier pass. Loop thread only.
-    var mayHavePorts: Bool { !kept.value.isEmpty || isPending }
-
     /// Keeps a port that was serviced and still has messages. Loop thread only.
     func keep(_ port: MessagePort) {
         kept.value.append(port)

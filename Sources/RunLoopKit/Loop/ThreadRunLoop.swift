@@ -354,16 +354,18 @@ public final class ThreadRunLoop: Sendable, CustomDebugStringConvertible {
         // polls in every pass instead of sleeping (as a poll(2) loop would).
         scratch.ready.removeAll()
         let watchesDescriptors = items.hasKernelOnlySources1 || invocation.servesMainQueue
-        // Fairness (§3.52): after a pass that handled something, ports still ready do not keep
-        // the descriptors from being looked at, and the descriptors' events go first.
-        let polledFirst = watchesDescriptors && scratch.handledLastPass && readyPorts.mayHavePorts
-        if polledFirst {
-            _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
-        }
         readyPorts.collect(for: items, of: self, into: scratch.ready)
+        // Fairness (§3.52): after a pass that handled something, ports still ready do not keep
+        // the descriptors from being looked at, and the descriptors' events go first. (Looked
+        // for only when a port is ready: a pass that found none sleeps in the same look.)
+        let polledFirst = watchesDescriptors && scratch.handledLastPass && !scratch.ready.isEmpty
+        if polledFirst {
+            let ports = scratch.ready.count
+            _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
+            for _ in 0..<ports { scratch.ready.append(scratch.ready.popFirst()!) }
+        }
         if scratch.ready.isEmpty {
-            if !polledFirst && watchesDescriptors
-                && (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources) {
+            if watchesDescriptors && (handled || firstPass || wakeUpOrStopPending || items.hasAlwaysReadySources) {
                 _ = waitForSource1(modeState, items, timeoutNanoseconds: 0, consumeWakeUp: false, into: scratch)
             }
             // A wake-up asked for during this pass means new work: go round instead of sleeping.

@@ -85,18 +85,30 @@ extension MessagePort {
     /// `consuming` down to the queue, as in the blocking `send`.
     @usableFromInline
     func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?) async throws(PortError) {
-        if _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited) { try consumeSendOnce() }
+        let sendOnce = _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited)
+        if sendOnce { try consumeSendOnce() }
         if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         let metadata = MessageContext.metadataForSend()
         if isProxy {
-            try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort, metadata: metadata)
+            do {
+                try await sendRemoteSuspending(msgid: msgid, payload: payload, replyPort: replyPort, metadata: metadata)
+            } catch {
+                if sendOnce { sendOnceNotSent() }
+                throw error
+            }
+            if sendOnce { sentThroughSendOnceProxy() }
         } else if membership.isValid, case .success(let position) = inbox.claim() {
             inbox.slot(at: position).initialize(
                 to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort, metadata: metadata))
             publish(position)
         } else {
-            try await enqueueSuspending(Message(msgid: msgid, payload: consume payload, replyPort: replyPort,
-                                                metadata: metadata))
+            do {
+                try await enqueueSuspending(Message(msgid: msgid, payload: consume payload, replyPort: replyPort,
+                                                    metadata: metadata))
+            } catch {
+                if sendOnce { sendOnceNotSent() }
+                throw error
+            }
         }
     }
 

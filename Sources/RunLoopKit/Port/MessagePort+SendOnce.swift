@@ -4,6 +4,13 @@ import Synchronization
 /// send-once right does. The right is consumed by the first send, not by the delivery, so a
 /// responder that sends a second reply — before or after the first was delivered — is told
 /// `.invalidPort` instead of being told a message was sent that would only be discarded.
+///
+/// Across processes the frame that brings a reply port says it is send-once (flag SEND_ONCE,
+/// `Protocols/port-message-frame.md` §3.1), its proxy is made send-once, and closes once it has
+/// sent: the requester's connection ends with its reply. A send that fails (its deadline passed,
+/// the task was cancelled) sent nothing and gives the right back, as `MACH_SEND_TIMED_OUT` does.
+/// A send-once proxy sent on as a reply port stays send-once in the next process; sent as a
+/// PORT component it arrives as an ordinary send right — the requester still takes one reply.
 extension MessagePort {
     /// The values of `sendOnceState`.
     enum SendOnce {
@@ -30,5 +37,18 @@ extension MessagePort {
         let (exchanged, _) = sendOnceState.compareExchange(expected: SendOnce.unused, desired: SendOnce.consumed,
                                                            ordering: .acquiringAndReleasing)
         guard exchanged else { throw .invalidPort }
+    }
+
+    /// A send that consumed the right sent nothing: gives the right back. Any thread; an atomic store.
+    @inline(never)
+    func sendOnceNotSent() {
+        sendOnceState.store(SendOnce.unused, ordering: .releasing)
+    }
+
+    /// A send-once proxy has sent its one message: closes it, so the requester's connection ends
+    /// with the reply instead of when this process drops the proxy. Any thread.
+    @inline(never)
+    func sentThroughSendOnceProxy() {
+        invalidate()
     }
 }

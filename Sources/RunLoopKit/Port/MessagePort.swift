@@ -355,13 +355,20 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
     @inline(__always)
     private func send(msgid: UInt32, payload: consuming Message.Payload, from replyPort: MessagePort?,
                       deadline: () -> ContinuousClock.Instant?) throws(PortError) {
-        if _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited) { try consumeSendOnce() }
+        let sendOnce = _slowPath(sendOnceState.load(ordering: .relaxed) != SendOnce.unlimited)
+        if sendOnce { try consumeSendOnce() }
         if _slowPath(MessageMonitors.active.load(ordering: .relaxed)) { MessageMonitors.sent(self, msgid: msgid, payload: payload, hasReply: replyPort != nil) }
         if case .components(let components) = payload, !isProxy { try checkAcceptsPortComponents(components) }
         // The sender's trace context, when an instrument is installed (one atomic load otherwise).
         let metadata = MessageContext.metadataForSend()
         if isProxy {
-            try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, metadata: metadata, deadline: deadline)
+            do {
+                try sendRemote(msgid: msgid, payload: payload, replyPort: replyPort, metadata: metadata, deadline: deadline)
+            } catch {
+                if sendOnce { sendOnceNotSent() }
+                throw error
+            }
+            if sendOnce { sentThroughSendOnceProxy() }
         } else if membership.isValid, case .success(let position) = inbox.claim() {
             // Built straight in its slot: a message is too large to stay in registers, and one built
             // on the stack first was copied twice on its way and read back with wider loads than
@@ -370,8 +377,13 @@ public final class MessagePort: @unchecked Sendable, Hashable, RunLoopItem, Cust
                 to: Message(msgid: msgid, payload: consume payload, replyPort: replyPort, metadata: metadata))
             publish(position)
         } else {
-            try enqueueWaiting(Message(msgid: msgid, payload: consume payload, replyPort: replyPort, metadata: metadata),
-                               deadline: deadline)
+            do {
+                try enqueueWaiting(Message(msgid: msgid, payload: consume payload, replyPort: replyPort, metadata: metadata),
+                                   deadline: deadline)
+            } catch {
+                if sendOnce { sendOnceNotSent() }
+                throw error
+            }
         }
     }
 

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import FoundationEssentials
+import Synchronization
 
 /// The cross-process transport (Protocols/port-message-frame.md): send rights as
 /// SOCK_SEQPACKET socket ends, proxies that write frames, and the owning side reading frames
@@ -126,7 +127,8 @@ extension MessagePort {
         guard let remote, isValid else { throw .invalidPort }
         // The usual message, one DATA component, no port and no metadata, takes one pass over
         // one component and gathers no descriptors.
-        if replyPort == nil, metadata == nil, case .data(let data) = payload, data.count <= Self.inlineDataLimit {
+        if replyPort == nil, metadata == nil, case .data(let data) = payload,
+           data.count <= Self.appliedInlineDataLimit.load(ordering: .relaxed) {
             let size = try FrameWriter.size(ofSingleData: data.count)
             try transmit(frameOf: size, descriptors: [], through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
                 FrameWriter.write(msgid: msgid, singleData: data, into: buffer)
@@ -139,8 +141,8 @@ extension MessagePort {
         if let replyPort { outgoing.descriptors.append(try replyPort.transferableDescriptor()) }
         let size = try FrameWriter.size(of: outgoing.components, metadata: metadata)
         try transmit(frameOf: size, descriptors: outgoing.descriptors, through: remote, countsBlocked: countsBlocked, deadline: deadline) { buffer in
-            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, components: outgoing.components,
-                              metadata: metadata, into: buffer)
+            FrameWriter.write(msgid: msgid, hasReplyPort: replyPort != nil, replyIsSendOnce: replyPort?.isSendOnce == true,
+                              components: outgoing.components, metadata: metadata, into: buffer)
         }
     }
 
@@ -445,7 +447,10 @@ extension MessagePort {
         }.makeIterator()
         var memory = attachments.memory.makeIterator()
         let payload = reader.payload(nextPort: { proxies.next() }, nextMemory: { memory.next() })
-        return (reader.msgid, payload, reader.hasReplyPort ? proxies.next() : nil, reader.metadata())
+        let replyPort = reader.hasReplyPort ? proxies.next() : nil
+        // The right the requester made send-once stays so in this process (§3.50).
+        if reader.replyIsSendOnce { replyPort?.makeSendOnce() }
+        return (reader.msgid, payload, replyPort, reader.metadata())
     }
 
     /// Ends one connection (loop thread): unregisters and closes it, and reports why.

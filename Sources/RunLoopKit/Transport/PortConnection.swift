@@ -74,10 +74,23 @@ final class PortConnection: @unchecked Sendable {
     func sender(_ credentials: Credentials, process received: Result<ProcessDescriptor, Errno>?) -> MessagePort.Sender {
         // The usual frame: no pidfd of its own, from the process the connection is pinned to,
         // which still holds its pid now that the frame has been read.
-        if received == nil, let current = pinned, current.pid == credentials.pid, current.holdsItsPid {
-            return MessagePort.Sender(credentials, pin: current)
+        if received == nil, let current = pinned, current.pid == credentials.pid {
+            if current.holdsItsPid { return MessagePort.Sender(credentials, pin: current) }
+            return MessagePort.Sender(credentials, pin: pinAfterReaping(current))
         }
         return MessagePort.Sender(credentials, pin: pin(credentials.pid, received))
+    }
+
+    /// A frame with the pid of the process the connection is pinned to, read after that process
+    /// was reaped. While no process holds the pid, the frame is that process's, sent before it
+    /// exited: another sender would have had to be given the pid after a whole turn of the pid
+    /// space, send, and be reaped again before this read — and a pin to a reaped process points
+    /// no action (a signal, a cgroup look-up) at a live one. While a process holds the pid (the
+    /// sender itself, exited and not reaped, on a kernel that does not tell the two apart), the
+    /// frame is pinned as one with a pid the connection is not pinned to. One kill(2).
+    @inline(never)
+    private func pinAfterReaping(_ process: PinnedProcess) -> PinnedProcess? {
+        ProcessDescriptor.isHeld(process.pid) ? pin(process.pid, nil) : process
     }
 
     @inline(never)

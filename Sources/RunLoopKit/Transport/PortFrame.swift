@@ -8,7 +8,8 @@ import FoundationEssentials
 ///
 ///     0   4  magic "RLKM" (52 4C 4B 4D)
 ///     4   1  version (1)
-///     5   1  flags (bit 0: REPLY_PORT; bit 1: METADATA; bits 2–7 reserved, zero)
+///     5   1  flags (bit 0: REPLY_PORT; bit 1: METADATA; bit 2: SEND_ONCE, only with
+///                REPLY_PORT; bits 3–7 reserved, zero)
 ///     6   2  component count N (0…64)
 ///     8   4  msgid
 ///     12  4  body length L (bytes of DATA after the table)
@@ -33,6 +34,9 @@ package struct PortFrame: Equatable, Sendable {
     package var msgid: UInt32
     package var components: [Component]
     package var hasReplyPort: Bool
+    /// Whether the reply port is a send-once right (flag SEND_ONCE, §3.50): its receiver's proxy
+    /// takes one send. Only with `hasReplyPort`.
+    package var replyIsSendOnce = false
     /// The METADATA section (a sender's trace context); nil when the flag is clear.
     package var metadata: MessageMetadata? = nil
 
@@ -41,6 +45,7 @@ package struct PortFrame: Equatable, Sendable {
     static let version: UInt8 = 1
     static let replyPortFlag: UInt8 = 0x01
     static let metadataFlag: UInt8 = 0x02
+    static let sendOnceFlag: UInt8 = 0x04
     static let headerSize = 16
     static let componentEntrySize = 8
     static let maximumComponents = 64
@@ -60,8 +65,8 @@ package struct PortFrame: Equatable, Sendable {
     package func encode() throws(PortError) -> [UInt8] {
         let size = try FrameWriter.size(of: components, metadata: metadata)
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            FrameWriter.write(msgid: msgid, hasReplyPort: hasReplyPort, components: components,
-                              metadata: metadata, into: UnsafeMutableRawBufferPointer(buffer))
+            FrameWriter.write(msgid: msgid, hasReplyPort: hasReplyPort, replyIsSendOnce: replyIsSendOnce,
+                              components: components, metadata: metadata, into: UnsafeMutableRawBufferPointer(buffer))
             count = size
         }
     }
@@ -88,6 +93,7 @@ package struct PortFrame: Equatable, Sendable {
                 }
             }
             return .success(PortFrame(msgid: reader.msgid, components: components, hasReplyPort: reader.hasReplyPort,
+                                      replyIsSendOnce: reader.replyIsSendOnce,
                                       metadata: reader.metadata()))
         } catch {
             return .failure(error)
@@ -150,10 +156,12 @@ enum FrameWriter {
     }
 
     /// Writes the frame into `buffer`, which holds exactly `size(of: components, metadata: metadata)` bytes.
-    static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, components: C, metadata: MessageMetadata? = nil,
+    static func write<C: Collection>(msgid: UInt32, hasReplyPort: Bool, replyIsSendOnce: Bool = false, components: C,
+                                     metadata: MessageMetadata? = nil,
                                      into buffer: UnsafeMutableRawBufferPointer) where C.Element: FrameComponent {
         let sectionSize = metadata?.frameSectionSize ?? 0
-        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: hasReplyPort, componentCount: components.count,
+        let flags = (hasReplyPort ? PortFrame.replyPortFlag : 0) | (hasReplyPort && replyIsSendOnce ? PortFrame.sendOnceFlag : 0)
+        let tableEnd = writeHeader(msgid: msgid, replyFlags: flags, componentCount: components.count,
                                    sectionSize: sectionSize, into: buffer)
         var entry = PortFrame.headerSize
         var data = tableEnd
@@ -195,19 +203,20 @@ enum FrameWriter {
     /// Writes the usual message's frame — one DATA component, `data`, and no reply port — into
     /// `buffer`, which holds exactly `size(ofSingleData: data.count)` bytes.
     static func write(msgid: UInt32, singleData data: Data, into buffer: UnsafeMutableRawBufferPointer) {
-        let tableEnd = writeHeader(msgid: msgid, hasReplyPort: false, componentCount: 1, into: buffer)
+        let tableEnd = writeHeader(msgid: msgid, replyFlags: 0, componentCount: 1, into: buffer)
         writeEntry(kind: 1, length: data.count, at: PortFrame.headerSize, into: buffer)
         data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[tableEnd...]).copyMemory(from: $0) }
     }
 
     /// Writes the header of a frame that fills `buffer`, whose last `sectionSize` bytes are the
-    /// METADATA section (none when 0); returns where the component table ends.
-    private static func writeHeader(msgid: UInt32, hasReplyPort: Bool, componentCount: Int, sectionSize: Int = 0,
+    /// METADATA section (none when 0), with `replyFlags` (REPLY_PORT and SEND_ONCE, or 0); returns
+    /// where the component table ends.
+    private static func writeHeader(msgid: UInt32, replyFlags: UInt8, componentCount: Int, sectionSize: Int = 0,
                                     into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let tableEnd = PortFrame.headerSize + PortFrame.componentEntrySize * componentCount
         buffer.storeLittleEndian(PortFrame.magic, at: 0)
         buffer[4] = PortFrame.version
-        buffer[5] = (hasReplyPort ? PortFrame.replyPortFlag : 0) | (sectionSize > 0 ? PortFrame.metadataFlag : 0)
+        buffer[5] = replyFlags | (sectionSize > 0 ? PortFrame.metadataFlag : 0)
         buffer.storeLittleEndian(UInt16(componentCount), at: 6)
         buffer.storeLittleEndian(msgid, at: 8)
         buffer.storeLittleEndian(UInt32(buffer.count - tableEnd - sectionSize), at: 12)
@@ -230,6 +239,8 @@ struct FrameReader {
     let bytes: UnsafeRawBufferPointer
     let msgid: UInt32
     let hasReplyPort: Bool
+    /// SEND_ONCE: the reply port takes one send (§3.50).
+    let replyIsSendOnce: Bool
     let componentCount: Int
     /// The bytes of DATA the frame brings, inline and in MEMORY components together.
     let dataTotal: Int
@@ -244,7 +255,10 @@ struct FrameReader {
         guard bytes.loadLittleEndian(UInt32.self, at: 0) == PortFrame.magic else { throw .badMagic }
         guard bytes[4] == PortFrame.version else { throw .unsupportedVersion }
         let flags = bytes[5]
-        guard flags & ~(PortFrame.replyPortFlag | PortFrame.metadataFlag) == 0 else { throw .reservedFlags }
+        // SEND_ONCE qualifies the reply port: without REPLY_PORT it is as reserved as bits 3–7.
+        guard flags & ~(PortFrame.replyPortFlag | PortFrame.metadataFlag | PortFrame.sendOnceFlag) == 0,
+              flags & PortFrame.sendOnceFlag == 0 || flags & PortFrame.replyPortFlag != 0
+        else { throw .reservedFlags }
         let hasMetadata = flags & PortFrame.metadataFlag != 0
         let count = Int(bytes.loadLittleEndian(UInt16.self, at: 6))
         guard count <= PortFrame.maximumComponents else { throw .tooManyComponents }
@@ -291,6 +305,7 @@ struct FrameReader {
         self.bodyEnd = bodyEnd
         self.msgid = bytes.loadLittleEndian(UInt32.self, at: 8)
         self.hasReplyPort = hasReplyPort
+        replyIsSendOnce = flags & PortFrame.sendOnceFlag != 0
         componentCount = count
         dataTotal = inlineTotal + memoryTotal
         hasMemory = memoryTotal > 0
