@@ -111,6 +111,8 @@ struct CrossProcessSendOnceTests {
         try port.send(msgid: 30, from: replies.port, timeout: waitLimit)
         let arrived = try #require(replies.waitForMessages(2), "\(child.output)")
         #expect(arrived.map(\.msgid) == [31, 32])
+        // The child reports once both sends returned, which may be after the replies arrived.
+        #expect(waitUntil { child.output.contains("msgid=30 replies:") }, "\(child.output)")
         #expect(child.output.contains("msgid=30 replies: sent, sent proxy valid: true"), "\(child.output)")
     }
 
